@@ -1,0 +1,70 @@
+"""Mounts each package's commands lazily, so `weact --help` imports no torch.
+
+Each entry maps a command name to `module:attribute` of a click command or group; the
+module is imported only when that command runs (or its own --help is shown).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    # name: (module:attribute, one-line help shown by `weact --help`)
+    "manifest": ("storage.cli:manifest", "Print the manifest root of safetensors files."),
+    "serve": ("registry.cli:serve", "Run the registry service."),
+    "db": ("registry.cli:db", "Database migrations."),
+    "token": ("registry.cli:token", "Create and list API tokens."),
+    "backbone": ("registry.cli:backbone", "Register and show backbones."),
+    "capability": ("registry.cli:capability", "Create and list capabilities."),
+    "adapter": ("registry.cli:adapter", "Push, pull, list and show adapter versions."),
+    "approve": ("registry.cli:approve", "Approve a candidate adapter version."),
+    "reject": ("registry.cli:reject", "Reject a candidate adapter version."),
+    "revoke": ("registry.cli:revoke", "Revoke an approved adapter version."),
+    "promote": ("registry.cli:promote", "Promote adapters into a channel (runs the gate)."),
+    "rollback": ("registry.cli:rollback", "Roll a channel back to an earlier revision."),
+    "channel": ("registry.cli:channel", "Show channels and their revisions."),
+    "gate": ("registry.cli:gate", "Check a promotion against old benchmarks (exit code)."),
+    "audit": ("registry.cli:audit", "Verify the event chain."),
+    "runtime": ("runtime.cli:runtime", "Serve or run the WeAct runtime."),
+    "train": ("trainers.cli:train", "Phase-wise LoRA training."),
+    "merge": ("trainers.cli:merge", "Static-merge baselines."),
+    "eval": ("trainers.cli:eval_", "Evaluate adapters (masked NLL)."),
+    "demo": ("cli.demo:demo", "Run the end-to-end demo on embedded defaults."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        target, _ = COMMANDS[cmd_name]
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise click.ClickException(
+                f"`weact {cmd_name}` needs an optional dependency ({exc.name}): "
+                "install with `pip install 'weact[runtime]'`"
+            ) from exc
+        return getattr(module, attr)  # type: ignore[no-any-return]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(package_name="weact")
+def app() -> None:
+    """WeAct adapter registry, runtime and trainers."""
+
+
+def main() -> None:
+    sys.exit(app.main(standalone_mode=True))
