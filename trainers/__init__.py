@@ -1,0 +1,1 @@
+"""Phase-wise LoRA training, publishing without replay, and the merge baselines."""
