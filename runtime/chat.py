@@ -60,8 +60,12 @@ class Turn:
     supervised: slice
 
 
-def tool_schema(name: str, description: str, properties: dict[str, Any] | None = None,
-                required: Sequence[str] = ()) -> dict[str, Any]:
+def tool_schema(
+    name: str,
+    description: str,
+    properties: dict[str, Any] | None = None,
+    required: Sequence[str] = (),
+) -> dict[str, Any]:
     """A tool in the OpenAI `tools` shape that chat templates accept."""
     return {
         "type": "function",
@@ -207,7 +211,8 @@ def parse_reply(text: str) -> ParsedReply:
 
 # The same rendering as `render`, for tokenizers (apply_chat_template) and other engines.
 # Every literal goes through an expression: transformers renders with trim_blocks/lstrip_blocks.
-CHAT_TEMPLATE = r"""
+CHAT_TEMPLATE = (
+    r"""
 {%- macro system(content) -%}
   {{- '<|im_start|>system\n' + content -}}
   {%- if tools -%}
@@ -222,7 +227,9 @@ CHAT_TEMPLATE = r"""
 {%- if messages and messages[0].role == 'system' -%}
   {{- system(messages[0].content) -}}
 {%- else -%}
-  {{- system('""" + DEFAULT_SYSTEM + r"""') -}}
+  {{- system('"""
+    + DEFAULT_SYSTEM
+    + r"""') -}}
 {%- endif -%}
 {%- for m in messages -%}
   {%- if m.role == 'assistant' -%}
@@ -246,3 +253,4 @@ CHAT_TEMPLATE = r"""
 {%- endfor -%}
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
 """
+)

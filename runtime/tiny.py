@@ -17,9 +17,9 @@ DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 _CORPUS = [
     "The agent plans the research, searches the knowledge base and writes the report.",
-    "<tool_call>\n{\"name\": \"load_lora\", \"arguments\": {\"capability\": \"plan\"}}\n</tool_call>",
-    "<tool_call>\n{\"name\": \"offload_lora\", \"arguments\": {}}\n</tool_call>",
-    "<tool_response>\n{\"ok\": true, \"active\": \"search\"}\n</tool_response>",
+    '<tool_call>\n{"name": "load_lora", "arguments": {"capability": "plan"}}\n</tool_call>',
+    '<tool_call>\n{"name": "offload_lora", "arguments": {}}\n</tool_call>',
+    '<tool_response>\n{"ok": true, "active": "search"}\n</tool_response>',
     "system user assistant tool search write plan code query results answer evidence.",
     "Step 1: find sources. Step 2: read them. Step 3: write a cited summary. 0123456789",
     "What is the capital of France? Paris is the capital of France.",

@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 from runtime import chat
 
 TOOLS = [
-    chat.tool_schema("load_lora", "Load an adapter", {"capability": {"type": "string"}}, ["capability"]),
+    chat.tool_schema(
+        "load_lora", "Load an adapter", {"capability": {"type": "string"}}, ["capability"]
+    ),
     chat.tool_schema("offload_lora", "Offload the active adapter"),
 ]
 
@@ -58,7 +60,10 @@ def test_turns_are_prefix_stable(tokenizer) -> None:
 def test_supervised_span_is_the_generated_body(tokenizer) -> None:
     turn = chat.encode_turns(tokenizer, CONVERSATION, TOOLS)[3]
     body = tokenizer.decode(list(turn.ids[turn.supervised]))
-    assert body == 'Plan: search.\n<tool_call>\n{"name": "offload_lora", "arguments": {}}\n</tool_call><|im_end|>'
+    assert body == (
+        'Plan: search.\n<tool_call>\n{"name": "offload_lora", "arguments": {}}\n</tool_call>'
+        "<|im_end|>"
+    )
     for role_turn in chat.encode_turns(tokenizer, CONVERSATION, TOOLS):
         if role_turn.role != "assistant":
             assert role_turn.supervised.stop == role_turn.supervised.start
@@ -75,7 +80,10 @@ def test_parse_reply_extracts_calls_and_reports_malformed_ones() -> None:
 
 
 def test_parse_reply_round_trips_formatted_calls() -> None:
-    calls = [chat.ToolCall("search", {"query": "capital of France", "k": 3}), chat.ToolCall("offload_lora")]
+    calls = [
+        chat.ToolCall("search", {"query": "capital of France", "k": 3}),
+        chat.ToolCall("offload_lora"),
+    ]
     reply = chat.parse_reply("Go.\n" + chat.format_calls(calls) + chat.IM_END)
     assert reply.calls == tuple(calls)
     assert reply.errors == ()
