@@ -1,0 +1,116 @@
+"""The engine seam: what the agent loop needs from a model server.
+
+An `Engine` holds the frozen backbone and every adapter of a library resident. Each episode
+gets its own `EngineSession`: its active adapter (zero or one, enforced here and nowhere else),
+its token history and its KV caches. The engine applies a session's configuration before each
+of that session's forward passes, so two episodes never see each other's adapter state and a
+switch is O(1): no weights move.
+
+Implementations: `runtime.engines.peft.PeftEngine` (reference, transformers; CPU and GPU) and
+`runtime.engines.vllm.VllmEngine` (GPU serving at scale). Neither is imported here.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# A weight configuration: an adapter name, or None for the bare backbone.
+Config = str | None
+
+
+@dataclass(frozen=True)
+class AdapterSpec:
+    """A resident adapter: name shown to the model, version name, weights identity."""
+
+    name: str  # capability, e.g. "write"
+    path: str  # local PEFT directory it was loaded from
+    version: str | None = None  # "write@7" when it came from the registry
+    manifest_root: str | None = None  # expected root; loading refuses a mismatch
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    token_ids: tuple[int, ...]
+    text: str
+    finish_reason: str  # "stop" or "length"
+    prefilled: int  # history tokens run through the model before decoding (this call)
+    decoded: int
+    prefill_s: float
+    decode_s: float
+    rebuild_s: float  # the share of prefill_s spent re-processing history after a switch
+    cache_hit: int = 0  # history tokens served from a cached prefix of this configuration
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    ok: bool
+    backbone_root: str
+    adapters: Mapping[str, str]  # name -> manifest root recomputed from resident memory
+    detail: str = ""
+
+
+@dataclass
+class SwitchRecord:
+    from_config: Config
+    to_config: Config
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class EngineSession(ABC):
+    """One episode's state on an engine."""
+
+    @property
+    @abstractmethod
+    def active(self) -> Config: ...
+
+    @abstractmethod
+    def activate(self, name: str) -> SwitchRecord:
+        """Make `name` active. Raises UnknownAdapterError, AdapterAlreadyActiveError."""
+
+    @abstractmethod
+    def deactivate(self) -> SwitchRecord:
+        """Back to the bare backbone. Raises NoActiveAdapterError."""
+
+    @property
+    @abstractmethod
+    def history(self) -> Sequence[int]: ...
+
+    @abstractmethod
+    def append(self, token_ids: Sequence[int]) -> None:
+        """Extend the token history; the model sees it on the next forward."""
+
+    @abstractmethod
+    def generate(
+        self,
+        max_new_tokens: int,
+        stop_ids: Sequence[int] = (),
+        on_token: Callable[[int], None] | None = None,
+    ) -> GenerationResult:
+        """Greedy decode under the active configuration; the new tokens join the history."""
+
+    @abstractmethod
+    def prefetch(self, config: Config) -> None:
+        """Start building `config`'s cache of the history off the critical path."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class Engine(ABC):
+    tokenizer: Any
+
+    @property
+    @abstractmethod
+    def adapters(self) -> Mapping[str, AdapterSpec]: ...
+
+    @abstractmethod
+    def new_session(self) -> EngineSession: ...
+
+    @abstractmethod
+    def audit(self) -> AuditReport:
+        """Recompute manifest roots of the resident backbone and adapters from memory."""

@@ -1,0 +1,54 @@
+"""Runtime errors.
+
+RuntimeEngineError
+├── UnknownAdapterError (KeyError)        load of a name the library does not hold
+├── AdapterAlreadyActiveError (ValueError) load while another adapter is active
+├── NoActiveAdapterError (ValueError)     offload with none active
+├── PolicyViolationError (ValueError)     a load the episode's policy forbids
+├── AdapterLoadError (ValueError)         an adapter that does not fit or fails verification
+└── AuditMismatchError (ValueError)       resident weights differ from their expected roots
+"""
+
+from __future__ import annotations
+
+
+class RuntimeEngineError(Exception):
+    """Base of every runtime error."""
+
+
+class UnknownAdapterError(RuntimeEngineError, KeyError):
+    def __init__(self, name: str, available: list[str]) -> None:
+        self.name = name
+        self.available = available
+        super().__init__(
+            f"unknown capability {name!r}; available: {', '.join(available) or '(none)'}"
+        )
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class AdapterAlreadyActiveError(RuntimeEngineError, ValueError):
+    def __init__(self, active: str, requested: str) -> None:
+        self.active = active
+        self.requested = requested
+        super().__init__(
+            f"adapter {active!r} is active; call offload_lora before loading {requested!r}"
+        )
+
+
+class NoActiveAdapterError(RuntimeEngineError, ValueError):
+    def __init__(self) -> None:
+        super().__init__("no adapter is active; nothing to offload")
+
+
+class PolicyViolationError(RuntimeEngineError, ValueError):
+    """A load that the episode's policy (e.g. the hard order) does not allow."""
+
+
+class AdapterLoadError(RuntimeEngineError, ValueError):
+    """An adapter that cannot be made resident: bad files, shapes, or a digest mismatch."""
+
+
+class AuditMismatchError(RuntimeEngineError, ValueError):
+    """Resident weights whose recomputed manifest root differs from the expected one."""
