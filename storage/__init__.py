@@ -1,0 +1,66 @@
+"""Content-addressed blob stores and safetensors manifests (no torch, no numpy).
+
+See docs/CONTRACTS.md section 1 for the API that other packages use.
+"""
+
+from storage.base import BACKENDS, BaseBlobStore, BlobSource, BlobStore, open_store
+from storage.digest import CHUNK_SIZE, is_sha256, sha256_file
+from storage.errors import (
+    BlobNotFoundError,
+    DigestMismatchError,
+    InvalidDigestError,
+    InvalidSafetensorsError,
+    ManifestError,
+    StorageError,
+    UnknownStoreError,
+)
+from storage.header import DTYPE_SIZES, Header, TensorInfo, read_header
+from storage.local import LocalBlobStore
+from storage.manifest import (
+    Manifest,
+    TensorEntry,
+    manifest_of_file,
+    manifest_of_files,
+    manifest_of_path,
+    manifest_of_stream,
+    manifest_of_tensors,
+)
+
+__all__ = [
+    "BACKENDS",
+    "CHUNK_SIZE",
+    "DTYPE_SIZES",
+    "BaseBlobStore",
+    "BlobNotFoundError",
+    "BlobSource",
+    "BlobStore",
+    "DigestMismatchError",
+    "Header",
+    "InvalidDigestError",
+    "InvalidSafetensorsError",
+    "LocalBlobStore",
+    "Manifest",
+    "ManifestError",
+    "StorageError",
+    "TensorEntry",
+    "TensorInfo",
+    "UnknownStoreError",
+    "is_sha256",
+    "manifest_of_file",
+    "manifest_of_files",
+    "manifest_of_path",
+    "manifest_of_stream",
+    "manifest_of_tensors",
+    "open_store",
+    "read_header",
+    "sha256_file",
+]
+
+
+def __getattr__(name: str) -> object:
+    # S3BlobStore imports boto3; load it only when asked for.
+    if name == "S3BlobStore":
+        from storage.s3 import S3BlobStore
+
+        return S3BlobStore
+    raise AttributeError(f"module 'storage' has no attribute {name!r}")

@@ -1,0 +1,163 @@
+"""The BlobStore protocol, the shared template of its backends, and `open_store`.
+
+Blobs are content-addressed by the sha256 (hex) of their bytes. A put hashes while it
+streams and stores nothing unless the stream ended cleanly and (if given) matched the
+expected digest; a put of a blob already stored is a no-op. Reads are verified as they go:
+a blob whose bytes no longer hash to its key raises DigestMismatchError at EOF.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import io
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, BinaryIO, Protocol, cast, runtime_checkable
+from urllib.parse import urlparse
+
+from storage.digest import CHUNK_SIZE, check_sha256, iter_chunks
+from storage.errors import DigestMismatchError, UnknownStoreError
+
+BlobSource = BinaryIO | Iterable[bytes]
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    """Content-addressed blob storage; keys are sha256 hex digests."""
+
+    @property
+    def url(self) -> str: ...
+
+    def put(self, src: BlobSource, expected_sha256: str | None = None) -> str: ...
+
+    def get(self, digest: str) -> bytes: ...
+
+    def open(self, digest: str) -> AbstractContextManager[BinaryIO]: ...
+
+    def exists(self, digest: str) -> bool: ...
+
+    def size(self, digest: str) -> int: ...
+
+    def delete(self, digest: str) -> None: ...
+
+    def presigned_url(self, digest: str, expires: int = 3600) -> str | None: ...
+
+
+class BaseBlobStore(ABC):
+    """Template for backends: digest checks, the no-op put, verified reads.
+
+    Backends implement `_put_new`, `_open_raw`, `exists`, `size`, `delete`, `url`.
+    """
+
+    @property
+    @abstractmethod
+    def url(self) -> str: ...
+
+    def put(self, src: BlobSource, expected_sha256: str | None = None) -> str:
+        """Store the bytes of `src` (file object or iterable of bytes); return their sha256.
+
+        Raises DigestMismatchError (and stores nothing) when `expected_sha256` is given and
+        differs. When that expected blob already exists the stream is not read at all.
+        """
+        if expected_sha256 is not None:
+            check_sha256(expected_sha256)
+            if self.exists(expected_sha256):
+                return expected_sha256
+        return self._put_new(iter_chunks(src), expected_sha256)
+
+    def get(self, digest: str) -> bytes:
+        with self.open(digest) as fh:
+            return fh.read()
+
+    @contextmanager
+    def open(self, digest: str) -> Iterator[BinaryIO]:
+        """Stream a blob; reading it to EOF verifies its digest."""
+        raw = self._open_raw(check_sha256(digest))
+        try:
+            yield cast(BinaryIO, io.BufferedReader(VerifyingReader(raw, digest), CHUNK_SIZE))
+        finally:
+            raw.close()
+
+    def presigned_url(self, digest: str, expires: int = 3600) -> str | None:
+        return None
+
+    @abstractmethod
+    def _put_new(self, chunks: Iterator[bytes], expected: str | None) -> str:
+        """Store a blob not known to exist; clean up everything on any failure."""
+
+    @abstractmethod
+    def _open_raw(self, digest: str) -> BinaryIO:
+        """Open the stored bytes; raise BlobNotFoundError when absent."""
+
+    @abstractmethod
+    def exists(self, digest: str) -> bool: ...
+
+    @abstractmethod
+    def size(self, digest: str) -> int: ...
+
+    @abstractmethod
+    def delete(self, digest: str) -> None:
+        """Remove a blob; BlobNotFoundError when absent."""
+
+
+class VerifyingReader(io.RawIOBase):
+    """Hashes what is read from `raw`; at EOF raises DigestMismatchError on a mismatch."""
+
+    def __init__(self, raw: BinaryIO, digest: str) -> None:
+        super().__init__()
+        self._raw = raw
+        self._digest = digest
+        self._hasher = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        readinto = getattr(self._raw, "readinto", None)
+        if readinto is not None:
+            n = int(readinto(view) or 0)
+        else:
+            data = self._raw.read(len(view))
+            n = len(data)
+            view[:n] = data
+        if n == 0:
+            self._verify()
+            return 0
+        self._hasher.update(view[:n])
+        return n
+
+    def _verify(self) -> None:
+        actual = self._hasher.hexdigest()
+        if actual != self._digest:
+            raise DigestMismatchError(self._digest, actual)
+
+
+def check_expected(digest: str, expected: str | None) -> None:
+    """Raise DigestMismatchError when an expected digest was given and differs."""
+    if expected is not None and digest != expected:
+        raise DigestMismatchError(expected, digest)
+
+
+BACKENDS: dict[str, str] = {
+    "": "storage.local:LocalBlobStore",
+    "file": "storage.local:LocalBlobStore",
+    "s3": "storage.s3:S3BlobStore",
+}
+"""URL scheme -> `module:class`; the module is imported only when its scheme is used."""
+
+
+def open_store(url: str, **options: Any) -> BlobStore:
+    """A blob store for `url`: a plain path or file:// (local dir), s3://bucket/prefix."""
+    scheme = urlparse(url).scheme.lower()
+    if len(scheme) == 1:  # a Windows drive letter, not a scheme
+        scheme = ""
+    target = BACKENDS.get(scheme)
+    if target is None:
+        raise UnknownStoreError(f"no blob store for URL scheme {scheme!r} in {url!r}")
+    module_name, cls_name = target.split(":")
+    module = importlib.import_module(module_name)
+    store: BlobStore = getattr(module, cls_name).from_url(url, **options)
+    return store

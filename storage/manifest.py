@@ -1,0 +1,216 @@
+"""Manifests: the canonical identity of a set of tensors, independent of file layout.
+
+- tensor digest = sha256 (hex) of the tensor's stored data bytes;
+- manifest line = ``name \\t dtype \\t shape \\t digest \\n`` (dtype is the safetensors
+  string, shape the dims joined by ``,``, empty for a scalar), UTF-8;
+- lines sorted by name (code point order, which is UTF-8 byte order);
+- root = sha256 (hex) of the concatenated lines.
+
+So one model split over any number of shards, in any header order, with any
+``__metadata__``, has one root; any changed bit of any tensor changes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import BinaryIO
+
+from storage.digest import CHUNK_SIZE, is_sha256
+from storage.errors import InvalidSafetensorsError, ManifestError
+from storage.hashing import hash_tensors
+from storage.header import (
+    DTYPE_SIZES,
+    Header,
+    TensorInfo,
+    check_tensor_name,
+    read_header,
+    read_header_from,
+)
+
+__all__ = [
+    "DTYPE_SIZES",
+    "Header",
+    "Manifest",
+    "TensorEntry",
+    "TensorInfo",
+    "manifest_of_file",
+    "manifest_of_files",
+    "manifest_of_path",
+    "manifest_of_stream",
+    "manifest_of_tensors",
+    "read_header",
+]
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One line of a manifest."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    digest: str
+
+    def __post_init__(self) -> None:
+        try:
+            check_tensor_name(self.name, "manifest")
+        except InvalidSafetensorsError as exc:
+            raise ManifestError(str(exc)) from None
+        if self.dtype not in DTYPE_SIZES:
+            raise ManifestError(f"tensor {self.name!r}: unknown dtype {self.dtype!r}")
+        if not all(type(d) is int and d >= 0 for d in self.shape):
+            raise ManifestError(f"tensor {self.name!r}: bad shape {self.shape!r}")
+        if not is_sha256(self.digest):
+            raise ManifestError(f"tensor {self.name!r}: bad digest {self.digest!r}")
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def line(self) -> str:
+        shape = ",".join(str(d) for d in self.shape)
+        return f"{self.name}\t{self.dtype}\t{shape}\t{self.digest}\n"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "digest": self.digest,
+        }
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The sorted tensor entries of a model or adapter; `root` is its identity."""
+
+    tensors: tuple[TensorEntry, ...]
+
+    def __post_init__(self) -> None:
+        ordered = tuple(sorted(self.tensors, key=lambda e: e.name))
+        for a, b in zip(ordered, ordered[1:], strict=False):
+            if a.name == b.name:
+                raise ManifestError(f"duplicate tensor name {a.name!r}")
+        object.__setattr__(self, "tensors", ordered)
+
+    def canonical_bytes(self) -> bytes:
+        return "".join(e.line() for e in self.tensors).encode("utf-8")
+
+    @cached_property
+    def root(self) -> str:
+        return hashlib.sha256(self.canonical_bytes()).hexdigest()
+
+    @property
+    def param_count(self) -> int:
+        return sum(e.numel for e in self.tensors)
+
+    def by_name(self) -> dict[str, TensorEntry]:
+        return {e.name: e for e in self.tensors}
+
+    def __len__(self) -> int:
+        return len(self.tensors)
+
+    def __iter__(self) -> Iterator[TensorEntry]:
+        return iter(self.tensors)
+
+    def to_json(self) -> dict[str, object]:
+        return {"root": self.root, "tensors": [e.to_json() for e in self.tensors]}
+
+    @classmethod
+    def from_json(cls, obj: object) -> Manifest:
+        """Parse `{"root"?, "tensors": [...]}`; the root is recomputed and checked."""
+        if not isinstance(obj, Mapping) or not isinstance(obj.get("tensors"), list):
+            raise ManifestError("manifest must be an object with a 'tensors' list")
+        manifest = cls(tuple(_entry_from_json(item) for item in obj["tensors"]))
+        stated = obj.get("root")
+        if stated is not None and stated != manifest.root:
+            raise ManifestError(f"stated root {stated!r} differs from computed {manifest.root}")
+        return manifest
+
+
+def _entry_from_json(item: object) -> TensorEntry:
+    keys = {"name", "dtype", "shape", "digest"}
+    if not isinstance(item, Mapping) or set(item) != keys:
+        raise ManifestError(f"tensor entry must have exactly {sorted(keys)}: {item!r}")
+    name, dtype, shape = item["name"], item["dtype"], item["shape"]
+    if not isinstance(name, str) or not isinstance(dtype, str) or not isinstance(shape, list):
+        raise ManifestError(f"bad tensor entry {item!r}")
+    return TensorEntry(name, dtype, tuple(shape), item["digest"])
+
+
+def manifest_of_stream(
+    fh: BinaryIO, size: int, label: str = "<stream>", chunk_size: int = CHUNK_SIZE
+) -> Manifest:
+    """Manifest of a `size`-byte safetensors file read sequentially from `fh`."""
+    header = read_header_from(fh, size, label)
+    digests = hash_tensors(fh, header, chunk_size)
+    if fh.read(1):
+        raise InvalidSafetensorsError(label, f"stream is longer than its stated size {size}")
+    return _manifest_of_header(header, digests)
+
+
+def manifest_of_file(path: str | os.PathLike[str], chunk_size: int = CHUNK_SIZE) -> Manifest:
+    """Manifest of one safetensors file, streamed in `chunk_size` reads."""
+    with open(path, "rb", buffering=0) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        return manifest_of_stream(fh, size, os.fspath(path), chunk_size)
+
+
+def manifest_of_files(paths: Iterable[str | os.PathLike[str]]) -> Manifest:
+    """One manifest over several shards; a tensor name found in two shards is an error."""
+    entries: dict[str, TensorEntry] = {}
+    owner: dict[str, str] = {}
+    for path in paths:
+        for entry in manifest_of_file(path):
+            if entry.name in entries:
+                raise ManifestError(
+                    f"tensor {entry.name!r} is in both {owner[entry.name]} and {os.fspath(path)}"
+                )
+            entries[entry.name] = entry
+            owner[entry.name] = os.fspath(path)
+    return Manifest(tuple(entries.values()))
+
+
+def manifest_of_path(path: str | os.PathLike[str]) -> Manifest:
+    """Manifest of a safetensors file, or of every `*.safetensors` file in a directory."""
+    p = Path(path)
+    if not p.is_dir():
+        return manifest_of_file(p)
+    shards = sorted(p.glob("*.safetensors"))
+    if not shards:
+        raise ManifestError(f"{p}: no *.safetensors files in directory")
+    return manifest_of_files(shards)
+
+
+def manifest_of_tensors(
+    items: Iterable[tuple[str, str, Sequence[int], bytes | bytearray | memoryview]],
+) -> Manifest:
+    """Manifest of tensors already in memory: `(name, dtype, shape, contiguous bytes)`."""
+    entries = []
+    for name, dtype, shape, data in items:
+        view = memoryview(data)
+        if not view.c_contiguous:
+            raise ManifestError(f"tensor {name!r}: data is not contiguous")
+        dims = tuple(shape)
+        itemsize = DTYPE_SIZES.get(dtype)
+        if itemsize is not None and math.prod(dims) * itemsize != view.nbytes:
+            raise ManifestError(
+                f"tensor {name!r}: shape {list(dims)} of {dtype} needs "
+                f"{math.prod(dims) * itemsize} bytes, got {view.nbytes}"
+            )
+        entries.append(TensorEntry(name, dtype, dims, hashlib.sha256(view).hexdigest()))
+    return Manifest(tuple(entries))
+
+
+def _manifest_of_header(header: Header, digests: list[str]) -> Manifest:
+    entries = (
+        TensorEntry(t.name, t.dtype, t.shape, d)
+        for t, d in zip(header.tensors, digests, strict=True)
+    )
+    return Manifest(tuple(entries))
