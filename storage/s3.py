@@ -1,0 +1,201 @@
+"""Blobs in an S3 bucket (AWS, MinIO, moto), under `s3://bucket/prefix/ab/cd/abcd...`.
+
+A put cannot know its key before the whole stream is hashed, so:
+- a blob smaller than `multipart_threshold` is buffered in memory, hashed, checked and
+  written with one PutObject straight to its final key;
+- a larger one streams as a multipart upload to a temporary key `<prefix>/tmp/<uuid>`
+  (aborted on any failure: no orphan parts), is checked once complete, then copied
+  server-side to its final key and the temporary object deleted (also on failure). A
+  bucket lifecycle rule on `<prefix>/tmp/` can sweep what a killed process leaves.
+Integrity is ours: the digest is always computed here, never trusted from the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+from urllib.parse import urlparse
+
+from storage.base import BaseBlobStore, check_expected
+from storage.digest import check_sha256
+from storage.errors import BlobNotFoundError, UnknownStoreError
+
+ENDPOINT_ENV = "WEACT_S3_ENDPOINT_URL"
+MIB = 1024 * 1024
+_MISSING = {"404", "NoSuchKey", "NotFound"}
+
+
+class S3BlobStore(BaseBlobStore):
+    """A content-addressed blob prefix in an S3 bucket."""
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region_name: str | None = None,
+        client: Any = None,
+        multipart_threshold: int = 16 * MIB,
+        part_size: int = 16 * MIB,
+    ) -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.endpoint_url = endpoint_url
+        self.multipart_threshold = multipart_threshold
+        self.part_size = part_size
+        self._client = client if client is not None else _make_client(endpoint_url, region_name)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> S3BlobStore:
+        parsed = urlparse(url)
+        if parsed.scheme != "s3" or not parsed.netloc:
+            raise UnknownStoreError(f"not an s3://bucket/prefix URL: {url!r}")
+        options.setdefault("endpoint_url", os.environ.get(ENDPOINT_ENV) or None)
+        return cls(parsed.netloc, parsed.path, **options)
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+
+    def key_of(self, digest: str) -> str:
+        check_sha256(digest)
+        return self._join(f"{digest[:2]}/{digest[2:4]}/{digest}")
+
+    def exists(self, digest: str) -> bool:
+        return self._head(digest) is not None
+
+    def size(self, digest: str) -> int:
+        head = self._head(digest)
+        if head is None:
+            raise BlobNotFoundError(digest, self.url)
+        return int(head["ContentLength"])
+
+    def delete(self, digest: str) -> None:
+        if not self.exists(digest):
+            raise BlobNotFoundError(digest, self.url)
+        self._client.delete_object(Bucket=self.bucket, Key=self.key_of(digest))
+
+    def presigned_url(self, digest: str, expires: int = 3600) -> str | None:
+        params = {"Bucket": self.bucket, "Key": self.key_of(digest)}
+        url: str = self._client.generate_presigned_url(
+            "get_object", Params=params, ExpiresIn=expires
+        )
+        return url
+
+    def _open_raw(self, digest: str) -> BinaryIO:
+        try:
+            response = self._client.get_object(Bucket=self.bucket, Key=self.key_of(digest))
+        except self._client.exceptions.ClientError as exc:
+            if _error_code(exc) in _MISSING:
+                raise BlobNotFoundError(digest, self.url) from None
+            raise
+        body: BinaryIO = response["Body"]
+        return body
+
+    def _put_new(self, chunks: Iterator[bytes], expected: str | None) -> str:
+        hasher = hashlib.sha256()
+        head = bytearray()
+        for chunk in chunks:
+            hasher.update(chunk)
+            head += chunk
+            if len(head) >= self.multipart_threshold:
+                return self._put_multipart(head, chunks, hasher, expected)
+        digest = hasher.hexdigest()
+        check_expected(digest, expected)
+        if not self.exists(digest):
+            self._client.put_object(Bucket=self.bucket, Key=self.key_of(digest), Body=bytes(head))
+        return digest
+
+    def _put_multipart(
+        self, head: bytearray, chunks: Iterator[bytes], hasher: Any, expected: str | None
+    ) -> str:
+        tmp_key = self._join(f"tmp/{uuid.uuid4().hex}")
+        try:
+            self._upload_parts(tmp_key, head, chunks, hasher)
+            digest: str = hasher.hexdigest()
+            check_expected(digest, expected)
+            if not self.exists(digest):
+                source = {"Bucket": self.bucket, "Key": tmp_key}
+                self._client.copy(source, self.bucket, self.key_of(digest))
+        finally:
+            self._client.delete_object(Bucket=self.bucket, Key=tmp_key)
+        return digest
+
+    def _upload_parts(
+        self, key: str, buffer: bytearray, chunks: Iterator[bytes], hasher: Any
+    ) -> None:
+        upload = self._client.create_multipart_upload(Bucket=self.bucket, Key=key)
+        upload_id = upload["UploadId"]
+        parts: list[dict[str, Any]] = []
+        try:
+            for part in _parts(buffer, chunks, hasher, self.part_size):
+                response = self._client.upload_part(
+                    Bucket=self.bucket,
+                    Key=key,
+                    UploadId=upload_id,
+                    PartNumber=len(parts) + 1,
+                    Body=part,
+                )
+                parts.append({"PartNumber": len(parts) + 1, "ETag": response["ETag"]})
+            self._client.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+            )
+        except BaseException:
+            self._client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+            raise
+
+    def _head(self, digest: str) -> dict[str, Any] | None:
+        try:
+            head: dict[str, Any] = self._client.head_object(
+                Bucket=self.bucket, Key=self.key_of(digest)
+            )
+        except self._client.exceptions.ClientError as exc:
+            if _error_code(exc) in _MISSING:
+                return None
+            raise
+        return head
+
+    def _join(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+
+def _parts(
+    buffer: bytearray, chunks: Iterator[bytes], hasher: Any, part_size: int
+) -> Iterator[bytes]:
+    """Cut `buffer` then the rest of `chunks` (hashed on the way) into part_size parts."""
+    while True:
+        while len(buffer) >= part_size:
+            yield bytes(buffer[:part_size])
+            del buffer[:part_size]
+        chunk = next(chunks, None)
+        if chunk is None:
+            break
+        hasher.update(chunk)
+        buffer += chunk
+    if buffer:
+        yield bytes(buffer)
+
+
+def _error_code(exc: Exception) -> str:
+    response = getattr(exc, "response", {}) or {}
+    return str(response.get("Error", {}).get("Code", ""))
+
+
+def _make_client(endpoint_url: str | None, region_name: str | None) -> Any:
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError as exc:  # pragma: no cover - boto3 is a base dependency
+        raise UnknownStoreError("s3:// stores need boto3: pip install boto3") from exc
+    style = "path" if endpoint_url else "auto"
+    config = Config(s3={"addressing_style": style}, retries={"mode": "standard"})
+    return boto3.session.Session().client(
+        "s3", endpoint_url=endpoint_url, region_name=region_name, config=config
+    )

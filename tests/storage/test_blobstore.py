@@ -1,0 +1,253 @@
+"""One contract suite for every BlobStore backend: local directory and S3 (moto over HTTP)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import threading
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from storage_helpers import random_tensors, write_st
+
+from storage import (
+    BlobNotFoundError,
+    BlobStore,
+    DigestMismatchError,
+    InvalidDigestError,
+    LocalBlobStore,
+    UnknownStoreError,
+    manifest_of_file,
+    manifest_of_stream,
+    open_store,
+)
+from storage.s3 import S3BlobStore
+
+THRESHOLD = 1024  # S3: blobs from this size go through multipart upload
+PART_SIZE = 700
+SIZES = [0, 1, THRESHOLD - 1, THRESHOLD, 5 * THRESHOLD + 3]
+
+
+@dataclass
+class StoreCase:
+    store: BlobStore
+    leftovers: Callable[[], list[str]]  # everything the backend holds, temp files included
+    corrupt: Callable[[str, bytes], None]  # replace a stored blob's bytes behind its back
+
+
+def _local_case(tmp_path: Path) -> StoreCase:
+    store = LocalBlobStore(tmp_path / "blobs")
+
+    def leftovers() -> list[str]:
+        return sorted(str(p.relative_to(store.root)) for p in store.root.rglob("*") if p.is_file())
+
+    def corrupt(digest: str, data: bytes) -> None:
+        path = store.path_of(digest)
+        os.chmod(path, 0o644)
+        path.write_bytes(data)
+
+    return StoreCase(store, leftovers, corrupt)
+
+
+def _s3_case(url: str, client: Any) -> StoreCase:
+    store = open_store(url, multipart_threshold=THRESHOLD, part_size=PART_SIZE)
+    assert isinstance(store, S3BlobStore)
+
+    def leftovers() -> list[str]:
+        objects = client.list_objects_v2(Bucket=store.bucket).get("Contents", [])
+        uploads = client.list_multipart_uploads(Bucket=store.bucket).get("Uploads", [])
+        return sorted([o["Key"] for o in objects] + [f"upload:{u['Key']}" for u in uploads])
+
+    def corrupt(digest: str, data: bytes) -> None:
+        client.put_object(Bucket=store.bucket, Key=store.key_of(digest), Body=data)
+
+    return StoreCase(store, leftovers, corrupt)
+
+
+@pytest.fixture(params=["local", "s3"])
+def case(request: pytest.FixtureRequest, tmp_path: Path) -> StoreCase:
+    if request.param == "local":
+        return _local_case(tmp_path)
+    url = request.getfixturevalue("s3_store_url")
+    return _s3_case(url, request.getfixturevalue("s3_client"))
+
+
+def _payload(size: int, seed: int = 0) -> bytes:
+    return (hashlib.sha256(str(seed).encode()).digest() * (size // 32 + 1))[:size]
+
+
+def _chunks(data: bytes, size: int = 300) -> Iterator[bytes]:
+    for i in range(0, len(data), size):
+        yield data[i : i + size]
+
+
+def _broken(data: bytes, after: int) -> Iterator[bytes]:
+    yield data[:after]
+    raise ConnectionResetError("client went away")
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("kind", ["file", "chunks"])
+def test_put_get_round_trip(case: StoreCase, size: int, kind: str) -> None:
+    data = _payload(size)
+    src = io.BytesIO(data) if kind == "file" else _chunks(data)
+    digest = case.store.put(src)
+    assert digest == _sha(data)
+    assert case.store.exists(digest)
+    assert case.store.size(digest) == size
+    assert case.store.get(digest) == data
+    with case.store.open(digest) as fh:
+        assert b"".join(iter(lambda: fh.read(333), b"")) == data
+    assert len(case.leftovers()) == 1
+
+
+@pytest.mark.parametrize("size", [10, 5 * THRESHOLD])
+def test_put_with_the_right_expected_digest(case: StoreCase, size: int) -> None:
+    data = _payload(size)
+    assert case.store.put(_chunks(data), expected_sha256=_sha(data)) == _sha(data)
+    assert case.store.get(_sha(data)) == data
+
+
+def test_put_of_an_existing_blob_is_a_no_op(case: StoreCase) -> None:
+    data = _payload(3 * THRESHOLD)
+    digest = case.store.put(io.BytesIO(data))
+    before = case.leftovers()
+    assert case.store.put(_chunks(data)) == digest
+    assert case.store.put(_broken(b"", 0), expected_sha256=digest) == digest  # never read
+    assert case.leftovers() == before
+    assert case.store.get(digest) == data
+
+
+@pytest.mark.parametrize("size", [10, THRESHOLD, 5 * THRESHOLD])
+def test_wrong_digest_leaves_nothing_behind(case: StoreCase, size: int) -> None:
+    data = _payload(size)
+    wrong = _sha(b"something else")
+    with pytest.raises(DigestMismatchError) as info:
+        case.store.put(_chunks(data), expected_sha256=wrong)
+    assert (info.value.expected, info.value.actual) == (wrong, _sha(data))
+    assert not case.store.exists(_sha(data))
+    assert case.leftovers() == []
+
+
+@pytest.mark.parametrize("after", [0, 10, THRESHOLD + 5, 4 * THRESHOLD])
+def test_broken_stream_leaves_nothing_behind(case: StoreCase, after: int) -> None:
+    with pytest.raises(ConnectionResetError):
+        case.store.put(_broken(_payload(5 * THRESHOLD), after))
+    assert case.leftovers() == []
+
+
+def test_missing_blob(case: StoreCase) -> None:
+    digest = _sha(b"never stored")
+    assert not case.store.exists(digest)
+    for call in (case.store.get, case.store.size, case.store.delete):
+        with pytest.raises(BlobNotFoundError, match=digest):
+            call(digest)
+    with pytest.raises(FileNotFoundError), case.store.open(digest):
+        pass
+
+
+def test_delete(case: StoreCase) -> None:
+    digest = case.store.put(_chunks(_payload(2 * THRESHOLD)))
+    case.store.delete(digest)
+    assert not case.store.exists(digest)
+    assert case.leftovers() == []
+
+
+@pytest.mark.parametrize("bad", ["", "abc", "A" * 64, "g" * 64, "../" + "a" * 61])
+def test_keys_must_be_sha256_digests(case: StoreCase, bad: str) -> None:
+    with pytest.raises(InvalidDigestError):
+        case.store.exists(bad)
+    with pytest.raises(InvalidDigestError):
+        case.store.get(bad)
+    with pytest.raises(InvalidDigestError):
+        case.store.put(io.BytesIO(b"x"), expected_sha256=bad)
+    assert case.leftovers() == []
+
+
+@pytest.mark.parametrize("size", [10, 3 * THRESHOLD])
+def test_corrupted_blob_fails_verification_at_eof(case: StoreCase, size: int) -> None:
+    data = _payload(size)
+    digest = case.store.put(io.BytesIO(data))
+    case.corrupt(digest, data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(DigestMismatchError) as info:
+        case.store.get(digest)
+    assert info.value.expected == digest
+    with case.store.open(digest) as fh:
+        assert len(fh.read(size - 1)) == size - 1  # reading is fine until the end
+        with pytest.raises(DigestMismatchError):
+            fh.read()
+
+
+def test_concurrent_puts_of_one_blob(case: StoreCase) -> None:
+    data = _payload(6 * THRESHOLD + 7)
+    results: list[str] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(8)
+
+    def worker() -> None:
+        barrier.wait()
+        try:
+            results.append(case.store.put(_chunks(data, 256)))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert results == [_sha(data)] * 8
+    assert case.store.get(_sha(data)) == data
+    assert len(case.leftovers()) == 1
+
+
+def test_presigned_url(case: StoreCase) -> None:
+    data = _payload(100)
+    digest = case.store.put(io.BytesIO(data))
+    url = case.store.presigned_url(digest, expires=60)
+    if isinstance(case.store, LocalBlobStore):
+        assert url is None
+        return
+    assert url is not None
+    with urllib.request.urlopen(url) as response:  # real HTTP to moto
+        assert response.read() == data
+
+
+def test_open_store_reopens_the_same_store(case: StoreCase) -> None:
+    digest = case.store.put(io.BytesIO(b"hello"))
+    again = open_store(case.store.url)
+    assert type(again) is type(case.store)
+    assert again.get(digest) == b"hello"
+
+
+def test_manifest_of_a_stored_safetensors_blob(case: StoreCase, tmp_path: Path) -> None:
+    path = write_st(tmp_path / "m.safetensors", random_tensors(seed=9, count=6))
+    with open(path, "rb") as fh:
+        digest = case.store.put(fh)
+    with case.store.open(digest) as fh:
+        manifest = manifest_of_stream(fh, case.store.size(digest), label=digest)
+    assert manifest == manifest_of_file(path)
+
+
+def test_open_store_schemes(tmp_path: Path) -> None:
+    assert isinstance(open_store(str(tmp_path / "a")), LocalBlobStore)
+    local = open_store((tmp_path / "b").as_uri())
+    assert isinstance(local, LocalBlobStore)
+    assert local.url == (tmp_path / "b").as_uri()
+    s3 = open_store("s3://bucket/some/prefix/", endpoint_url="http://127.0.0.1:9")
+    assert isinstance(s3, S3BlobStore)
+    assert (s3.bucket, s3.prefix, s3.url) == ("bucket", "some/prefix", "s3://bucket/some/prefix")
+    assert s3.key_of("a" * 64) == f"some/prefix/aa/aa/{'a' * 64}"
+    for bad in ("gs://bucket/x", "http://example.com/x"):
+        with pytest.raises(UnknownStoreError):
+            open_store(bad)
