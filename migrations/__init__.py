@@ -1,0 +1,1 @@
+"""Alembic migrations over ``registry.db.models.Base.metadata`` (see registry.db.migrate)."""

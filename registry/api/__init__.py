@@ -1,0 +1,1 @@
+"""HTTP layer: routes parse input, call one service function, return a schema."""

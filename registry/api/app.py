@@ -1,0 +1,62 @@
+"""The FastAPI application: ``create_app(settings)`` wires state, routers, errors, metrics.
+
+The schema is not created here: run ``registry.db.migrate.upgrade(url)`` first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+
+from registry.api.deps import AppState
+from registry.api.errors import install_error_handlers
+from registry.api.metrics import Metrics, MetricsMiddleware
+from registry.api.notify import ChannelNotifier
+from registry.api.routes import (
+    backbones,
+    blobs,
+    capabilities,
+    health,
+    tokens,
+)
+from registry.db.session import Database
+from registry.settings import Settings
+from storage import BlobStore, open_store
+
+ROUTERS = (health, tokens, blobs, backbones, capabilities)
+
+
+def open_blob_store(settings: Settings) -> BlobStore:
+    if settings.store_url.startswith("s3://") and settings.s3_endpoint_url:
+        return open_store(settings.store_url, endpoint_url=settings.s3_endpoint_url)
+    return open_store(settings.store_url)
+
+
+def create_app(settings: Settings, *, database: Database | None = None) -> FastAPI:
+    """The registry app over ``settings`` (an existing ``Database`` may be shared)."""
+    state = AppState(
+        settings=settings,
+        db=database or Database(settings.database_url),
+        store=open_blob_store(settings),
+        metrics=Metrics(),
+        notifier=ChannelNotifier(),
+    )
+    owns_db = database is None
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if owns_db:
+            state.db.dispose()
+
+    app = FastAPI(title="WeAct registry", version="1", lifespan=lifespan)
+    app.state.weact = state
+    api = APIRouter(prefix="/v1")
+    for module in ROUTERS:
+        api.include_router(module.router)
+    app.include_router(api)
+    install_error_handlers(app)
+    app.add_middleware(MetricsMiddleware, metrics=state.metrics)
+    return app

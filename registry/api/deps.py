@@ -1,0 +1,63 @@
+"""Dependencies arrive as ``Annotated`` aliases: the app state and the calling principal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from registry.api.metrics import Metrics
+from registry.api.notify import ChannelNotifier
+from registry.auth import Permission, authorize
+from registry.db.session import Database
+from registry.domain import Principal
+from registry.services.tokens import authenticate
+from registry.settings import Settings
+from storage import BlobStore
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    db: Database
+    store: BlobStore
+    metrics: Metrics
+    notifier: ChannelNotifier
+
+
+def get_state(request: Request) -> AppState:
+    state: AppState = request.app.state.weact
+    return state
+
+
+StateDep = Annotated[AppState, Depends(get_state)]
+
+_bearer = HTTPBearer(auto_error=False, description="A token from `weact token create`.")
+
+
+def get_principal(
+    state: StateDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    token = credentials.credentials if credentials is not None else None
+    with state.db.read() as session:
+        return authenticate(session=session, token=token)
+
+
+def require(permission: Permission) -> Callable[[Principal], Principal]:
+    def dependency(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+        authorize(principal, permission)
+        return principal
+
+    return dependency
+
+
+Reader = Annotated[Principal, Depends(require(Permission.READ))]
+Publisher = Annotated[Principal, Depends(require(Permission.PUBLISH))]
+Evaluator = Annotated[Principal, Depends(require(Permission.EVALUATE))]
+Approver = Annotated[Principal, Depends(require(Permission.APPROVE))]
+NodeRole = Annotated[Principal, Depends(require(Permission.HEARTBEAT))]
+Admin = Annotated[Principal, Depends(require(Permission.ADMIN))]

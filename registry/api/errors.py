@@ -1,0 +1,66 @@
+"""The one place where errors become HTTP responses ``{"error": code, "detail": ...}``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from registry.errors import RegistryError, http_status_for
+
+logger = logging.getLogger(__name__)
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "bad_request",
+    409: "conflict",
+    413: "payload_too_large",
+    422: "invalid",
+}
+
+
+def error_response(status: int, code: str, detail: Any) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
+
+
+def _validation_detail(exc: RequestValidationError) -> list[dict[str, Any]]:
+    return [
+        {"loc": list(err.get("loc", ())), "msg": str(err.get("msg", "")), "type": err.get("type")}
+        for err in exc.errors()
+    ]
+
+
+async def _registry_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RegistryError)
+    return error_response(http_status_for(exc.code), exc.code, exc.detail)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(422, "invalid", _validation_detail(exc))
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "bad_request")
+    return error_response(exc.status_code, code, exc.detail)
+
+
+async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+    logger.exception("unhandled error", exc_info=exc)
+    return error_response(500, "internal", "internal server error")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RegistryError, _registry_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

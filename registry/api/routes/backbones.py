@@ -1,0 +1,36 @@
+"""Backbones (register: admin)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from registry.api.deps import Admin, Reader, StateDep
+from registry.api.schemas import BackboneCreate, BackbonePublic
+from registry.domain import Backbone
+from registry.services import backbones
+
+router = APIRouter(tags=["backbones"])
+
+
+@router.post("/backbones", response_model=BackbonePublic, status_code=201)
+def post_backbone(body: BackboneCreate, state: StateDep, actor: Admin) -> Backbone:
+    with state.db.write() as session:
+        return backbones.register_backbone(
+            session=session,
+            store=state.store,
+            actor=actor,
+            name=body.name,
+            manifest=body.manifest.model_dump(),
+        )
+
+
+@router.get("/backbones", response_model=list[BackbonePublic])
+def get_backbones(state: StateDep, _reader: Reader) -> list[Backbone]:
+    with state.db.read() as session:
+        return backbones.list_backbones(session=session)
+
+
+@router.get("/backbones/{key}", response_model=BackbonePublic)
+def get_backbone(key: str, state: StateDep, _reader: Reader) -> Backbone:
+    with state.db.read() as session:
+        return backbones.get_backbone(session=session, key=key)

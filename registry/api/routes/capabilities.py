@@ -1,0 +1,36 @@
+"""Capabilities (create: admin)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from registry.api.deps import Admin, Reader, StateDep
+from registry.api.schemas import CapabilityCreate, CapabilityPublic
+from registry.domain import Capability
+from registry.services import capabilities
+
+router = APIRouter(tags=["capabilities"])
+
+
+@router.post("/capabilities", response_model=CapabilityPublic, status_code=201)
+def post_capability(body: CapabilityCreate, state: StateDep, actor: Admin) -> Capability:
+    with state.db.write() as session:
+        return capabilities.create_capability(
+            session=session,
+            actor=actor,
+            name=body.name,
+            description=body.description,
+            order=body.order,
+        )
+
+
+@router.get("/capabilities", response_model=list[CapabilityPublic])
+def get_capabilities(state: StateDep, _reader: Reader) -> list[Capability]:
+    with state.db.read() as session:
+        return capabilities.list_capabilities(session=session)
+
+
+@router.get("/capabilities/{name}", response_model=CapabilityPublic)
+def get_capability(name: str, state: StateDep, _reader: Reader) -> Capability:
+    with state.db.read() as session:
+        return capabilities.get_capability(session=session, name=name)

@@ -1,0 +1,20 @@
+"""API tokens (admin)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from registry.api.deps import Admin, StateDep
+from registry.api.schemas import TokenCreate, TokenCreated
+from registry.services.tokens import create_token
+
+router = APIRouter(tags=["tokens"])
+
+
+@router.post("/tokens", response_model=TokenCreated, status_code=201)
+def post_token(body: TokenCreate, state: StateDep, actor: Admin) -> TokenCreated:
+    with state.db.write() as session:
+        info, secret = create_token(
+            session=session, name=body.name, role=body.role, actor=actor.name
+        )
+    return TokenCreated(id=info.id, name=info.name, role=info.role, token=secret)

@@ -1,0 +1,1 @@
+"""Persistence: ORM models (``Sql*``), engine and sessions, migrations."""

@@ -1,0 +1,223 @@
+"""SQLAlchemy 2.0 ORM models. The schema itself comes only from the Alembic migrations."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+DIGEST = String(64)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stored as naive UTC (same on SQLite and PostgreSQL), returned timezone-aware."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON(), list[str]: JSON()}
+
+
+class SqlToken(Base):
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), index=True)
+    role: Mapped[str] = mapped_column(String(16))
+    token_hash: Mapped[str] = mapped_column(DIGEST, unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class SqlBackbone(Base):
+    __tablename__ = "backbones"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(256))
+    root: Mapped[str] = mapped_column(DIGEST, unique=True)
+    tensor_count: Mapped[int] = mapped_column(Integer)
+    param_count: Mapped[int] = mapped_column(BigInteger)
+    manifest_digest: Mapped[str] = mapped_column(DIGEST)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SqlCapability(Base):
+    __tablename__ = "capabilities"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    order: Mapped[int | None] = mapped_column("order_index", Integer, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SqlAdapterVersion(Base):
+    __tablename__ = "adapter_versions"
+    __table_args__ = (UniqueConstraint("capability_id", "backbone_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    capability_id: Mapped[int] = mapped_column(ForeignKey("capabilities.id"), index=True)
+    backbone_id: Mapped[int] = mapped_column(ForeignKey("backbones.id"), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    label: Mapped[str | None] = mapped_column(String(128), default=None)
+    parent_id: Mapped[int | None] = mapped_column(
+        ForeignKey("adapter_versions.id"), index=True, default=None
+    )
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    rank: Mapped[int] = mapped_column(Integer)
+    alpha: Mapped[float] = mapped_column(Float)
+    target_modules: Mapped[list[str]] = mapped_column()
+    files: Mapped[dict[str, Any]] = mapped_column()
+    manifest_root: Mapped[str] = mapped_column(DIGEST, index=True)
+    provenance: Mapped[dict[str, Any]] = mapped_column()
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    decided_by: Mapped[str | None] = mapped_column(String(128), default=None)
+    decided_at: Mapped[datetime | None] = mapped_column(default=None)
+    reason: Mapped[str | None] = mapped_column(Text, default=None)
+
+    capability: Mapped[SqlCapability] = relationship(lazy="joined", innerjoin=True)
+    backbone: Mapped[SqlBackbone] = relationship(lazy="joined", innerjoin=True)
+
+
+class SqlChannel(Base):
+    __tablename__ = "channels"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    backbone_id: Mapped[int] = mapped_column(ForeignKey("backbones.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    backbone: Mapped[SqlBackbone] = relationship(lazy="joined", innerjoin=True)
+
+
+class SqlRevision(Base):
+    __tablename__ = "revisions"
+    __table_args__ = (UniqueConstraint("channel_id", "revision"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    channel_id: Mapped[int] = mapped_column(ForeignKey("channels.id"), index=True)
+    revision: Mapped[int] = mapped_column(Integer)
+    library: Mapped[dict[str, Any]] = mapped_column()
+    order: Mapped[list[str]] = mapped_column("order_list")
+    library_digest: Mapped[str] = mapped_column(DIGEST, index=True)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    reason: Mapped[str | None] = mapped_column(Text, default=None)
+
+    channel: Mapped[SqlChannel] = relationship(lazy="joined", innerjoin=True)
+
+
+class SqlBenchmark(Base):
+    __tablename__ = "benchmarks"
+    __table_args__ = (UniqueConstraint("name", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    version: Mapped[int] = mapped_column(Integer)
+    dataset_digest: Mapped[str] = mapped_column(DIGEST)
+    scope: Mapped[str] = mapped_column(String(64), index=True)
+    metric: Mapped[str] = mapped_column(String(64))
+    direction: Mapped[str] = mapped_column(String(8))
+    tolerance: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SqlEvaluation(Base):
+    __tablename__ = "evaluations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"), index=True)
+    library_digest: Mapped[str | None] = mapped_column(DIGEST, index=True, default=None)
+    adapter_id: Mapped[int | None] = mapped_column(
+        ForeignKey("adapter_versions.id"), index=True, default=None
+    )
+    score: Mapped[float] = mapped_column(Float)
+    n: Mapped[int] = mapped_column(Integer)
+    items_digest: Mapped[str | None] = mapped_column(DIGEST, default=None)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    benchmark: Mapped[SqlBenchmark] = relationship(lazy="joined", innerjoin=True)
+
+
+class SqlGateReport(Base):
+    __tablename__ = "gate_reports"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    channel: Mapped[str] = mapped_column(String(64), index=True)
+    base_revision: Mapped[int] = mapped_column(Integer)
+    library_digest: Mapped[str] = mapped_column(DIGEST)
+    passed: Mapped[bool] = mapped_column(Boolean)
+    report: Mapped[dict[str, Any]] = mapped_column()
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SqlNode(Base):
+    __tablename__ = "nodes"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    channel: Mapped[str] = mapped_column(String(64))
+    revision: Mapped[int] = mapped_column(Integer)
+    audit: Mapped[dict[str, Any]] = mapped_column()
+    audit_ok: Mapped[bool] = mapped_column(Boolean)
+    last_heartbeat: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SqlEvent(Base):
+    """Append-only, hash-chained audit log; unique prev_hash makes a fork impossible."""
+
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    actor: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(64), index=True)
+    subject: Mapped[str] = mapped_column(String(256))
+    payload: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column()
+    prev_hash: Mapped[str] = mapped_column(DIGEST, unique=True)
+    hash: Mapped[str] = mapped_column(DIGEST, unique=True)

@@ -1,0 +1,88 @@
+"""Backbones, registered by their manifest (stored as a canonical JSON blob)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from registry.audit import append_event, canonical_json
+from registry.db.convert import to_backbone
+from registry.db.models import SqlBackbone
+from registry.domain import Backbone, Principal
+from registry.errors import ConflictError, InvalidError, NotFoundError
+from storage import BlobStore, Manifest, ManifestError, StorageError
+
+_MANIFEST_CACHE: dict[str, Manifest] = {}
+_CACHE_SIZE = 64
+
+
+def parse_manifest(obj: Any) -> Manifest:
+    try:
+        return Manifest.from_json(obj)
+    except (ManifestError, StorageError, ValueError, TypeError) as exc:
+        raise InvalidError(f"invalid manifest: {exc}") from exc
+
+
+def register_backbone(
+    *, session: Session, store: BlobStore, actor: Principal, name: str, manifest: Any
+) -> Backbone:
+    """Register a backbone; its canonical manifest JSON goes to the blob store."""
+    if not name.strip() or len(name) > 256:
+        raise InvalidError("backbone name must be 1-256 characters")
+    parsed = parse_manifest(manifest)
+    if len(parsed) == 0:
+        raise InvalidError("a backbone manifest needs at least one tensor")
+    if session.scalar(select(SqlBackbone.id).where(SqlBackbone.root == parsed.root)):
+        raise ConflictError(f"backbone with root {parsed.root} is already registered")
+    digest = store.put([canonical_json(parsed.to_json()).encode("utf-8")])
+    row = SqlBackbone(
+        name=name,
+        root=parsed.root,
+        tensor_count=len(parsed),
+        param_count=parsed.param_count,
+        manifest_digest=digest,
+        created_by=actor.name,
+    )
+    session.add(row)
+    session.flush()
+    append_event(
+        session,
+        actor=actor.name,
+        action="backbone.register",
+        subject=f"backbone:{parsed.root}",
+        payload={"name": name, "root": parsed.root, "manifest_digest": digest},
+    )
+    return to_backbone(row)
+
+
+def find_backbone_row(session: Session, key: str) -> SqlBackbone:
+    """A backbone by root or numeric id; ``NotFoundError`` otherwise."""
+    row = session.scalar(select(SqlBackbone).where(SqlBackbone.root == key))
+    if row is None and key.isdigit() and len(key) < 19:
+        row = session.get(SqlBackbone, int(key))
+    if row is None:
+        raise NotFoundError(f"backbone {key!r} not found")
+    return row
+
+
+def get_backbone(*, session: Session, key: str) -> Backbone:
+    return to_backbone(find_backbone_row(session, key))
+
+
+def list_backbones(*, session: Session) -> list[Backbone]:
+    return [to_backbone(r) for r in session.scalars(select(SqlBackbone).order_by(SqlBackbone.id))]
+
+
+def backbone_manifest(*, store: BlobStore, manifest_digest: str) -> Manifest:
+    """The stored manifest of a backbone (content-addressed, so cached safely)."""
+    cached = _MANIFEST_CACHE.get(manifest_digest)
+    if cached is not None:
+        return cached
+    manifest = Manifest.from_json(json.loads(store.get(manifest_digest)))
+    if len(_MANIFEST_CACHE) >= _CACHE_SIZE:
+        _MANIFEST_CACHE.pop(next(iter(_MANIFEST_CACHE)))
+    _MANIFEST_CACHE[manifest_digest] = manifest
+    return manifest

@@ -1,0 +1,101 @@
+"""Blobs: spool an upload while hashing it, then hand it to the store; stream or presign."""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import AsyncIterable, Iterator
+from typing import IO
+
+from registry.domain import Blob
+from registry.errors import DigestMismatchError, InvalidError, NotFoundError, PayloadTooLargeError
+from storage import BlobNotFoundError, BlobStore, is_sha256
+from storage import DigestMismatchError as StorageDigestMismatch
+
+SPOOL_MEMORY_BYTES = 4 * 1024 * 1024
+READ_CHUNK = 1024 * 1024
+
+
+def check_digest(digest: str) -> str:
+    if not is_sha256(digest):
+        raise InvalidError(f"not a sha256 digest (64 lowercase hex characters): {digest!r}")
+    return digest
+
+
+async def spool_upload(
+    chunks: AsyncIterable[bytes], *, expected_sha256: str, max_bytes: int
+) -> IO[bytes]:
+    """Copy an upload to a temp file, hashing it; refuse it before the store sees a byte.
+
+    Raises ``PayloadTooLargeError`` past ``max_bytes`` and ``DigestMismatchError`` when the
+    bytes do not hash to ``expected_sha256``. The returned file is rewound; close it.
+    """
+    hasher = hashlib.sha256()
+    size = 0
+    spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)  # noqa: SIM115
+    try:
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > max_bytes:
+                raise PayloadTooLargeError(f"blob is larger than the limit of {max_bytes} bytes")
+            hasher.update(chunk)
+            spool.write(chunk)
+        actual = hasher.hexdigest()
+        if actual != expected_sha256:
+            raise DigestMismatchError(
+                {
+                    "message": "uploaded bytes do not match the digest in the URL",
+                    "expected": expected_sha256,
+                    "actual": actual,
+                }
+            )
+    except BaseException:
+        spool.close()
+        raise
+    spool.seek(0)
+    return spool
+
+
+def put_blob(*, store: BlobStore, source: IO[bytes], digest: str) -> Blob:
+    """Store verified bytes under ``digest``; ``created`` is False when it already existed."""
+    check_digest(digest)
+    if store.exists(digest):
+        return Blob(digest=digest, size=store.size(digest), created=False)
+    try:
+        stored = store.put(source, expected_sha256=digest)
+    except StorageDigestMismatch as exc:
+        raise DigestMismatchError(
+            {"message": str(exc), "expected": exc.expected, "actual": exc.actual}
+        ) from exc
+    return Blob(digest=stored, size=store.size(stored), created=True)
+
+
+def blob_size(*, store: BlobStore, digest: str) -> int:
+    check_digest(digest)
+    try:
+        return store.size(digest)
+    except BlobNotFoundError as exc:
+        raise NotFoundError(f"blob {digest} not found") from exc
+
+
+def require_blob(*, store: BlobStore, digest: str, what: str) -> None:
+    """``NotFoundError`` naming ``what`` unless the blob is stored."""
+    check_digest(digest)
+    if not store.exists(digest):
+        raise NotFoundError(f"{what}: blob {digest} not found; upload it first")
+
+
+def presigned_url(
+    *, store: BlobStore, digest: str, size: int, threshold: int, expires: int
+) -> str | None:
+    """A presigned URL for large blobs on stores that offer them (S3), else None."""
+    if size < threshold:
+        return None
+    return store.presigned_url(digest, expires=expires)
+
+
+def iter_blob(*, store: BlobStore, digest: str) -> Iterator[bytes]:
+    """Stream a blob's bytes, verified as they are read."""
+    with store.open(digest) as fh:
+        while chunk := fh.read(READ_CHUNK):
+            yield chunk

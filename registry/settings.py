@@ -1,0 +1,26 @@
+"""Registry settings, read from ``WEACT_*`` environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="WEACT_", extra="ignore")
+
+    database_url: str = "sqlite:///./.weact/registry.db"
+    store_url: str = "./.weact/blobs"
+    s3_endpoint_url: str | None = None
+    max_body_bytes: int = Field(default=2 * 1024**3, gt=0)
+    presign_threshold_bytes: int = Field(default=8 * 1024**2, ge=0)
+    presign_expires_s: int = Field(default=3600, gt=0)
+    long_poll_max_s: float = Field(default=60.0, gt=0)
+    long_poll_interval_s: float = Field(default=0.5, gt=0)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,148 @@
+"""A registry under test: the real ASGI app over a real database and blob store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from factories import (
+    adapter_files,
+    backbone_manifest_json,
+    backbone_shapes,
+    sha256_bytes,
+    write_adapter,
+    write_backbone,
+)
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from registry.db import models
+from registry.db.session import Database
+from registry.domain import Role
+from registry.services.tokens import create_token
+from storage import BlobStore
+
+# principal names: the publisher and the "self" approver are the same person
+PRINCIPALS = {
+    "admin": ("root", Role.ADMIN),
+    "reader": ("rita", Role.READER),
+    "publisher": ("alice", Role.PUBLISHER),
+    "approver": ("bob", Role.APPROVER),
+    "node": ("node-1", Role.NODE),
+    "self_approver": ("alice", Role.APPROVER),
+}
+
+COUNTED = (
+    models.SqlToken,
+    models.SqlBackbone,
+    models.SqlCapability,
+    models.SqlAdapterVersion,
+    models.SqlChannel,
+    models.SqlRevision,
+    models.SqlBenchmark,
+    models.SqlEvaluation,
+    models.SqlGateReport,
+    models.SqlNode,
+    models.SqlEvent,
+)
+
+
+@dataclass
+class Harness:
+    client: TestClient
+    db: Database
+    store: BlobStore
+    tmp: Path
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    # -- plumbing -------------------------------------------------------------------------
+    def auth(self, who: str | None) -> dict[str, str]:
+        return {} if who is None else {"Authorization": f"Bearer {self.tokens[who]}"}
+
+    def request(self, method: str, path: str, who: str | None = "admin", **kw: Any) -> Any:
+        headers = {**self.auth(who), **kw.pop("headers", {})}
+        return self.client.request(method, f"/v1{path}", headers=headers, **kw)
+
+    def ok(self, method: str, path: str, who: str | None = "admin", **kw: Any) -> Any:
+        response = self.request(method, path, who, **kw)
+        assert response.status_code < 300, (response.status_code, response.text)
+        return response.json()
+
+    def counts(self) -> dict[str, int]:
+        with self.db.read() as session:
+            return {
+                m.__tablename__: session.scalar(select(func.count()).select_from(m)) or 0
+                for m in COUNTED
+            }
+
+    # -- domain helpers -------------------------------------------------------------------
+    def put_blob(self, data: bytes, who: str = "publisher") -> str:
+        digest = sha256_bytes(data)
+        self.ok("PUT", f"/blobs/{digest}", who, content=data)
+        return digest
+
+    def backbone(self, name: str = "tiny", seed: int = 0) -> dict[str, Any]:
+        path = write_backbone(self.tmp / f"backbone-{name}-{seed}", seed=seed)
+        body = {"name": name, "manifest": backbone_manifest_json(path)}
+        return dict(self.ok("POST", "/backbones", json=body))
+
+    def capability(self, name: str, order: int | None = None) -> dict[str, Any]:
+        body = {"name": name, "description": f"the {name} phase", "order": order}
+        return dict(self.ok("POST", "/capabilities", json=body))
+
+    def upload_adapter(self, seed: int = 1, **kw: Any) -> dict[str, str]:
+        directory = write_adapter(self.tmp / f"adapter-{seed}-{len(kw)}", seed=seed, **kw)
+        return {name: self.put_blob(data) for name, data in adapter_files(directory).items()}
+
+    def adapter_body(
+        self, capability: str, backbone: str, seed: int = 1, **extra: Any
+    ) -> dict[str, Any]:
+        files = extra.pop("files", None) or self.upload_adapter(seed)
+        body = {
+            "capability": capability,
+            "backbone": backbone,
+            "files": files,
+            "provenance": {"data_digests": [], "capabilities": [capability], "replay": False},
+        }
+        body.update(extra)
+        return body
+
+    def adapter(
+        self, capability: str, backbone: str, seed: int = 1, who: str = "publisher", **extra: Any
+    ) -> dict[str, Any]:
+        body = self.adapter_body(capability, backbone, seed, **extra)
+        return dict(self.ok("POST", "/adapters", who, json=body))
+
+    def approved(self, capability: str, backbone: str, seed: int = 1) -> dict[str, Any]:
+        adapter = self.adapter(capability, backbone, seed)
+        return dict(self.ok("POST", f"/adapters/{adapter['id']}/approve", "approver", json={}))
+
+
+def make_tokens(db: Database) -> dict[str, str]:
+    tokens = {}
+    with db.write() as session:
+        for key, (name, role) in PRINCIPALS.items():
+            _, tokens[key] = create_token(session=session, name=name, role=role)
+    return tokens
+
+
+@contextmanager
+def running(client: TestClient) -> Iterator[TestClient]:
+    with client:
+        yield client
+
+
+def shapes() -> dict[str, tuple[int, ...]]:
+    return backbone_shapes()
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj).encode()
+
+
+__all__ = ["Harness", "httpx", "make_tokens", "running"]
