@@ -24,6 +24,7 @@ from storage.manifest import (
     manifest_of_path,
     manifest_of_stream,
     manifest_of_tensors,
+    safetensors_files,
 )
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "manifest_of_tensors",
     "open_store",
     "read_header",
+    "safetensors_files",
     "sha256_file",
 ]
 

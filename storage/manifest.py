@@ -45,6 +45,7 @@ __all__ = [
     "manifest_of_stream",
     "manifest_of_tensors",
     "read_header",
+    "safetensors_files",
 ]
 
 
@@ -179,13 +180,18 @@ def manifest_of_files(paths: Iterable[str | os.PathLike[str]]) -> Manifest:
 
 def manifest_of_path(path: str | os.PathLike[str]) -> Manifest:
     """Manifest of a safetensors file, or of every `*.safetensors` file in a directory."""
+    return manifest_of_files(safetensors_files(path))
+
+
+def safetensors_files(path: str | os.PathLike[str]) -> list[Path]:
+    """`[path]` for a file; the sorted `*.safetensors` files of a directory (at least one)."""
     p = Path(path)
     if not p.is_dir():
-        return manifest_of_file(p)
+        return [p]
     shards = sorted(p.glob("*.safetensors"))
     if not shards:
         raise ManifestError(f"{p}: no *.safetensors files in directory")
-    return manifest_of_files(shards)
+    return shards
 
 
 def manifest_of_tensors(
