@@ -6,7 +6,10 @@ RuntimeEngineError
 ├── NoActiveAdapterError (ValueError)     offload with none active
 ├── PolicyViolationError (ValueError)     a load the episode's policy forbids
 ├── AdapterLoadError (ValueError)         an adapter that does not fit or fails verification
-└── AuditMismatchError (ValueError)       resident weights differ from their expected roots
+├── AuditMismatchError (ValueError)       resident weights differ from their expected roots
+├── BackboneLoadError (ValueError)        a backbone directory or GGUF file that cannot be loaded
+├── InvalidTokensError (ValueError)       token ids outside the vocabulary, nothing to decode from
+└── SessionClosedError (RuntimeError)     use of an engine session after close()
 """
 
 from __future__ import annotations
@@ -52,3 +55,15 @@ class AdapterLoadError(RuntimeEngineError, ValueError):
 
 class AuditMismatchError(RuntimeEngineError, ValueError):
     """Resident weights whose recomputed manifest root differs from the expected one."""
+
+
+class BackboneLoadError(RuntimeEngineError, ValueError):
+    """A backbone directory or GGUF file that cannot be loaded."""
+
+
+class InvalidTokensError(RuntimeEngineError, ValueError):
+    """Token ids outside the vocabulary, or a generate call with an empty history."""
+
+
+class SessionClosedError(RuntimeEngineError, RuntimeError):
+    """An engine session used after `close()`."""
