@@ -140,6 +140,7 @@ def build_weights(root: Path) -> Weights:
 
 
 PLAIN_HIDDEN, PLAIN_LAYERS, PLAIN_VOCAB, PLAIN_RANK = 32, 2, 128, 4
+Tensors = dict[str, tuple[tuple[int, ...], array.array[float]]]
 
 
 def build_plain_weights(root: Path) -> Weights:
@@ -157,7 +158,7 @@ def build_plain_weights(root: Path) -> Weights:
     return Weights(backbone, adapters, "llama-shaped safetensors (no torch)")
 
 
-def _plain_backbone_tensors(seed: int) -> dict[str, tuple[tuple[int, ...], array.array[float]]]:
+def _plain_backbone_tensors(seed: int) -> Tensors:
     h, v = PLAIN_HIDDEN, PLAIN_VOCAB
     shapes: dict[str, tuple[int, ...]] = {
         "model.embed_tokens.weight": (v, h),
@@ -173,20 +174,15 @@ def _plain_backbone_tensors(seed: int) -> dict[str, tuple[tuple[int, ...], array
     }
 
 
-def _plain_lora_tensors(seed: int) -> dict[str, tuple[tuple[int, ...], array.array[float]]]:
+def _plain_lora_tensors(seed: int) -> Tensors:
     h, r = PLAIN_HIDDEN, PLAIN_RANK
-    tensors = {}
+    tensors: Tensors = {}
     for i in range(PLAIN_LAYERS):
-        for n, proj in enumerate(("q_proj", "v_proj")):
+        for proj in ("q_proj", "v_proj"):
             prefix = f"base_model.model.model.layers.{i}.self_attn.{proj}"
-            tensors[f"{prefix}.lora_A.weight"] = (
-                (r, h),
-                _random_floats((r, h), seed * 100 + 2 * n),
-            )
-            tensors[f"{prefix}.lora_B.weight"] = (
-                (h, r),
-                _random_floats((h, r), seed * 100 + 2 * n + 1),
-            )
+            for part, shape in (("lora_A", (r, h)), ("lora_B", (h, r))):
+                name = f"{prefix}.{part}.weight"
+                tensors[name] = (shape, _random_floats(shape, seed * 1000 + len(tensors)))
     return tensors
 
 
@@ -214,9 +210,7 @@ def _random_floats(shape: Sequence[int], seed: int) -> array.array[float]:
     return array.array("f", (rng.gauss(0.0, 0.2) for _ in range(count)))
 
 
-def write_safetensors(
-    path: Path, tensors: dict[str, tuple[tuple[int, ...], array.array[float]]]
-) -> None:
+def write_safetensors(path: Path, tensors: Tensors) -> None:
     """A float32 safetensors file from stdlib arrays (little-endian, offsets in name order)."""
     header: dict[str, Any] = {}
     chunks: list[bytes] = []
@@ -247,6 +241,7 @@ class Demo:
     """State shared by the steps."""
 
     workdir: Path
+    plain_weights: bool = False
     registry: EmbeddedRegistry | None = None
     tokens: dict[str, str] = field(default_factory=dict)
     clients: dict[str, RegistryClient] = field(default_factory=dict)
@@ -297,7 +292,8 @@ def create_tokens(demo: Demo) -> None:
 
 
 def build_demo_weights(demo: Demo) -> None:
-    demo.weights = build_weights(demo.workdir / "weights")
+    root = demo.workdir / "weights"
+    demo.weights = build_plain_weights(root) if demo.plain_weights else build_weights(root)
     say(f"{demo.weights.kind}: backbone + adapters {', '.join(demo.weights.adapters)}")
 
 
@@ -437,8 +433,9 @@ STEPS: list[Step] = [
 ]
 
 
-def run_demo(workdir: Path, steps: Sequence[Step] = STEPS) -> Demo:
-    demo = Demo(workdir=workdir)
+def run_demo(workdir: Path, steps: Sequence[Step] = STEPS, *, plain_weights: bool = False) -> Demo:
+    """Run `steps` in order, printing each; returns the final state."""
+    demo = Demo(workdir=workdir, plain_weights=plain_weights)
     with demo.stack:
         for number, step in enumerate(steps, 1):
             started = time.perf_counter()
@@ -450,12 +447,13 @@ def run_demo(workdir: Path, steps: Sequence[Step] = STEPS) -> Demo:
 
 @click.command()
 @click.option("--keep", is_flag=True, help="Keep the temp directory (registry, weights).")
-def demo(keep: bool) -> None:
+@click.option("--plain", is_flag=True, help="Build the weights without torch/peft.")
+def demo(keep: bool, plain: bool) -> None:
     """Run the end-to-end demo on embedded defaults."""
     workdir = Path(tempfile.mkdtemp(prefix="weact-demo-"))
     started = time.perf_counter()
     try:
-        run_demo(workdir)
+        run_demo(workdir, plain_weights=plain)
     except (errors.RegistryError, httpx.HTTPError, RuntimeError, OSError) as exc:
         raise click.ClickException(f"demo failed: {exc}") from exc
     finally:
