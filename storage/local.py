@@ -12,6 +12,7 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
@@ -85,12 +86,18 @@ class LocalBlobStore(BaseBlobStore):
 
 
 def _write_and_hash(fd: int, chunks: Iterator[bytes]) -> str:
+    """Write and fsync the chunks; hash each one on a helper thread while it is written
+    and the next one read (hashlib and file I/O both release the GIL)."""
     hasher = hashlib.sha256()
-    with os.fdopen(fd, "wb", buffering=0) as fh:
+    with os.fdopen(fd, "wb", buffering=0) as fh, ThreadPoolExecutor(1) as pool:
+        hashing: Future[None] | None = None
         for chunk in chunks:
-            hasher.update(chunk)
+            if hashing is not None:
+                hashing.result()
+            hashing = pool.submit(hasher.update, chunk)
             fh.write(chunk)
-        fh.flush()
+        if hashing is not None:
+            hashing.result()
         os.fsync(fh.fileno())
     return hasher.hexdigest()
 
