@@ -172,7 +172,7 @@ class PromoteResult:
 class Node:
     id: str
     channel: str
-    revision: int
+    revision: int | None
     audit: dict[str, Any]
     audit_ok: bool
     last_heartbeat: datetime

@@ -95,7 +95,7 @@ def upgrade() -> None:
         "nodes",
         sa.Column("id", sa.String(length=128), nullable=False),
         sa.Column("channel", sa.String(length=64), nullable=False),
-        sa.Column("revision", sa.Integer(), nullable=False),
+        sa.Column("revision", sa.Integer(), nullable=True),
         sa.Column("audit", sa.JSON(), nullable=False),
         sa.Column("audit_ok", sa.Boolean(), nullable=False),
         sa.Column("last_heartbeat", sa.DateTime(), nullable=False),

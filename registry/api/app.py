@@ -15,17 +15,33 @@ from registry.api.errors import install_error_handlers
 from registry.api.metrics import Metrics, MetricsMiddleware
 from registry.api.notify import ChannelNotifier
 from registry.api.routes import (
+    adapters,
     backbones,
     blobs,
     capabilities,
+    channels,
+    evaluations,
+    events,
     health,
+    nodes,
     tokens,
 )
 from registry.db.session import Database
 from registry.settings import Settings
 from storage import BlobStore, open_store
 
-ROUTERS = (health, tokens, blobs, backbones, capabilities)
+ROUTERS = (
+    health,
+    tokens,
+    blobs,
+    backbones,
+    capabilities,
+    adapters,
+    evaluations,
+    channels,
+    nodes,
+    events,
+)
 
 
 def open_blob_store(settings: Settings) -> BlobStore:

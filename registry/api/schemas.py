@@ -241,14 +241,14 @@ class AuditIn(In):
 
 class HeartbeatIn(In):
     channel: str
-    revision: int = Field(ge=0)
+    revision: int | None = Field(default=None, ge=0)
     audit: AuditIn
 
 
 class NodePublic(Out):
     id: str
     channel: str
-    revision: int
+    revision: int | None
     audit: dict[str, Any]
     audit_ok: bool
     last_heartbeat: datetime

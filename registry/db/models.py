@@ -202,7 +202,7 @@ class SqlNode(Base):
 
     id: Mapped[str] = mapped_column(String(128), primary_key=True)
     channel: Mapped[str] = mapped_column(String(64))
-    revision: Mapped[int] = mapped_column(Integer)
+    revision: Mapped[int | None] = mapped_column(Integer)
     audit: Mapped[dict[str, Any]] = mapped_column()
     audit_ok: Mapped[bool] = mapped_column(Boolean)
     last_heartbeat: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,89 @@
+"""Adapter versions: register (publisher), list/show/lineage, approve/reject/revoke."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from registry.api.deps import Approver, Publisher, Reader, StateDep
+from registry.api.schemas import AdapterCreate, AdapterPage, AdapterPublic, Decision, LineagePublic
+from registry.domain import AdapterState, AdapterVersion, Lineage, Page
+from registry.services import adapters, lifecycle
+
+router = APIRouter(tags=["adapters"])
+
+
+@router.post("/adapters", response_model=AdapterPublic, status_code=201)
+def post_adapter(body: AdapterCreate, state: StateDep, actor: Publisher) -> AdapterVersion:
+    draft = adapters.AdapterDraft(
+        capability=body.capability,
+        backbone=body.backbone,
+        files=body.files,
+        parent_id=body.parent_id,
+        label=body.label,
+        provenance=body.provenance.model_dump(),
+    )
+    with state.db.write() as session:
+        return adapters.register_adapter(
+            session=session, store=state.store, actor=actor, draft=draft
+        )
+
+
+@router.get("/adapters", response_model=AdapterPage)
+def get_adapters(
+    state: StateDep,
+    _reader: Reader,
+    capability: str | None = None,
+    backbone: str | None = None,
+    adapter_state: Annotated[AdapterState | None, Query(alias="state")] = None,
+    limit: Annotated[int, Query(ge=1, le=adapters.MAX_PAGE)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Page:
+    with state.db.read() as session:
+        return adapters.list_adapters(
+            session=session,
+            capability=capability,
+            backbone=backbone,
+            state=adapter_state.value if adapter_state is not None else None,
+            limit=limit,
+            offset=offset,
+        )
+
+
+@router.get("/adapters/{adapter_id}", response_model=AdapterPublic)
+def get_adapter(adapter_id: int, state: StateDep, _reader: Reader) -> AdapterVersion:
+    with state.db.read() as session:
+        return adapters.get_adapter(session=session, adapter_id=adapter_id)
+
+
+@router.get("/adapters/{adapter_id}/lineage", response_model=LineagePublic)
+def get_lineage(adapter_id: int, state: StateDep, _reader: Reader) -> Lineage:
+    with state.db.read() as session:
+        return adapters.lineage(session=session, adapter_id=adapter_id)
+
+
+@router.post("/adapters/{adapter_id}/approve", response_model=AdapterPublic)
+def approve(adapter_id: int, body: Decision, state: StateDep, actor: Approver) -> AdapterVersion:
+    with state.db.write() as session:
+        return lifecycle.approve_adapter(
+            session=session, actor=actor, adapter_id=adapter_id, reason=body.reason
+        )
+
+
+@router.post("/adapters/{adapter_id}/reject", response_model=AdapterPublic)
+def reject(adapter_id: int, body: Decision, state: StateDep, actor: Approver) -> AdapterVersion:
+    with state.db.write() as session:
+        return lifecycle.reject_adapter(
+            session=session, actor=actor, adapter_id=adapter_id, reason=body.reason
+        )
+
+
+@router.post("/adapters/{adapter_id}/revoke", response_model=AdapterPublic)
+def revoke(adapter_id: int, body: Decision, state: StateDep, actor: Approver) -> AdapterVersion:
+    with state.db.write() as session:
+        adapter = lifecycle.revoke_adapter(
+            session=session, actor=actor, adapter_id=adapter_id, reason=body.reason
+        )
+    state.notifier.notify()
+    return adapter

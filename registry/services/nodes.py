@@ -1,0 +1,55 @@
+"""Runtime nodes report what they serve; a change of revision or audit result is an event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from registry.audit import append_event
+from registry.db.convert import to_node
+from registry.db.models import SqlNode, utcnow
+from registry.domain import Node, Principal
+from registry.names import check_name, check_node_id
+
+
+def heartbeat(
+    *,
+    session: Session,
+    actor: Principal,
+    node_id: str,
+    channel: str,
+    revision: int | None,
+    audit: dict[str, Any],
+) -> Node:
+    check_node_id(node_id)
+    check_name("channel", channel)
+    audit_ok = bool(audit.get("ok"))
+    row = session.get(SqlNode, node_id)
+    changed = row is None or (row.channel, row.revision, row.audit_ok) != (
+        channel,
+        revision,
+        audit_ok,
+    )
+    if row is None:
+        row = SqlNode(
+            id=node_id, channel=channel, revision=revision, audit=audit, audit_ok=audit_ok
+        )
+        session.add(row)
+    row.channel, row.revision, row.audit, row.audit_ok = channel, revision, audit, audit_ok
+    row.last_heartbeat = utcnow()
+    session.flush()
+    if changed:
+        append_event(
+            session,
+            actor=actor.name,
+            action="node.report",
+            subject=f"node:{node_id}",
+            payload={"channel": channel, "revision": revision, "audit": audit},
+        )
+    return to_node(row)
+
+
+def list_nodes(*, session: Session) -> list[Node]:
+    return [to_node(r) for r in session.scalars(select(SqlNode).order_by(SqlNode.id))]
