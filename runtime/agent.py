@@ -1,0 +1,262 @@
+"""The agent loop: generate, parse tool calls, run them, append results, repeat.
+
+Each step appends the assistant header, lets the engine generate under the active adapter
+(the generated ids stay in the history as generated), parses `<tool_call>` blocks, runs
+`load_lora` / `offload_lora` in-process and external tools over MCP, and appends the results
+as `tool` turns encoded with `runtime.chat.encode_turns`. Malformed calls, unknown tools and
+refused switches become tool errors the model reads. While an external tool runs, the
+session prefetches the configuration the policy expects next. The loop ends at a final answer
+(a reply without tool calls, once the hard order is complete) or at the step budget.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import anyio
+
+from runtime.chat import (
+    ASSISTANT_HEADER,
+    IM_END,
+    ParsedReply,
+    ToolCall,
+    encode,
+    encode_turns,
+    parse_reply,
+)
+from runtime.engine import Config, GenerationResult
+from runtime.episode import Episode, StepRecord
+from runtime.tools import (
+    INTERNAL_TOOLS,
+    LOAD_LORA,
+    OFFLOAD_LORA,
+    McpToolbox,
+    ToolOutcome,
+    lora_tool_schemas,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    max_steps: int = 16  # generation steps per episode
+    max_new_tokens: int = 256  # per step
+    system: str | None = None  # None: the chat format's default system prompt
+
+
+@dataclass(frozen=True)
+class Generated:
+    result: GenerationResult
+    reply: ParsedReply
+    active: Config  # the configuration that generated it
+
+
+class Agent:
+    """Runs episodes on one engine's tokenizer, with optional external MCP tools."""
+
+    def __init__(
+        self, tokenizer: Any, toolbox: McpToolbox | None = None, config: AgentConfig | None = None
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.toolbox = toolbox
+        self.config = config or AgentConfig()
+        self._im_end = encode(tokenizer, IM_END)
+        self._header = encode(tokenizer, ASSISTANT_HEADER)
+        self._newline = encode(tokenizer, "\n")
+
+    async def run(self, episode: Episode, task: str) -> Episode:
+        """Run `task` to a final answer or the step budget; failures end up in the episode."""
+        episode.task, episode.status = task, "running"
+        episode.events.emit("start", task=task, policy=episode.policy.to_json())
+        start = time.perf_counter()
+        try:
+            await self._loop(episode, task)
+            episode.status = "done"
+        except Exception as exc:
+            logger.exception("episode %s failed", episode.id)
+            episode.status, episode.error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            episode.elapsed_s = time.perf_counter() - start
+            episode.events.emit(
+                "done",
+                status=episode.status,
+                answer=episode.answer,
+                finish_reason=episode.finish_reason,
+                error=episode.error,
+            )
+            episode.events.close()
+        return episode
+
+    def tools(self, episode: Episode) -> list[dict[str, Any]]:
+        external = self.toolbox.schemas() if self.toolbox else []
+        return lora_tool_schemas(episode.control.library) + external
+
+    async def _loop(self, episode: Episode, task: str) -> None:
+        tools = self.tools(episode)
+        system = [{"role": "system", "content": self.config.system}] if self.config.system else []
+        first = [*system, {"role": "user", "content": task}]
+        for turn, message in zip(encode_turns(self.tokenizer, first, tools), first, strict=True):
+            self._push(episode, message, turn.ids)
+        generated = 0
+        while generated < self.config.max_steps:
+            gen = await self._generate(episode)
+            generated += 1
+            if gen.reply.calls or gen.reply.errors:
+                await self._run_calls(episode, gen)
+                continue
+            self._record(episode, gen, switch_s=0.0)
+            forced = episode.policy.forced_next(episode.control.loaded)
+            if forced is None:
+                episode.answer, episode.finish_reason = gen.reply.content, "answer"
+                return
+            await self._force(episode, forced)
+        episode.finish_reason = "max_steps"
+
+    def _push(self, episode: Episode, message: dict[str, Any], ids: tuple[int, ...]) -> None:
+        episode.messages.append(message)
+        episode.session.append(ids)
+
+    def _append_turn(self, episode: Episode, message: dict[str, Any]) -> None:
+        """A turn the model did not generate, tokenised as the chat format renders it."""
+        placeholder = {"role": "user", "content": ""}
+        turn = encode_turns(self.tokenizer, [placeholder, message], None)[1]
+        self._push(episode, message, turn.ids)
+
+    async def _generate(self, episode: Episode) -> Generated:
+        session, events = episode.session, episode.events
+        session.append(self._header)
+        active = session.active
+
+        def on_token(token: int) -> None:
+            events.emit("token", id=token, text=self.tokenizer.decode([token]))
+
+        result = await anyio.to_thread.run_sync(
+            session.generate, self.config.max_new_tokens, self._im_end, on_token
+        )
+        if list(result.token_ids[-len(self._im_end) :]) != self._im_end:
+            session.append(self._im_end)  # cut off by the token budget: close the turn
+        session.append(self._newline)
+        reply = parse_reply(self.tokenizer.decode(list(result.token_ids)))
+        calls = [c.to_message_call() for c in reply.calls]
+        episode.messages.append(
+            {"role": "assistant", "content": reply.content, "tool_calls": calls}
+        )
+        events.emit("assistant", content=reply.content, calls=calls, errors=list(reply.errors))
+        return Generated(result, reply, active)
+
+    async def _run_calls(self, episode: Episode, gen: Generated) -> None:
+        switch_s = 0.0
+        for error in gen.reply.errors:
+            self._tool_result(episode, "invalid_tool_call", ToolOutcome.error(error))
+        for call in gen.reply.calls:
+            outcome = await self._call(episode, call)
+            if outcome.switch is not None:
+                switch_s += outcome.switch.seconds
+            self._tool_result(episode, call.name, outcome)
+        self._record(episode, gen, switch_s)
+
+    async def _call(self, episode: Episode, call: ToolCall) -> ToolOutcome:
+        episode.events.emit("tool_call", name=call.name, arguments=call.arguments)
+        if call.name in INTERNAL_TOOLS:
+            before = episode.session.active
+            outcome = await anyio.to_thread.run_sync(
+                episode.control.call, call.name, call.arguments
+            )
+            if outcome.switch is not None:
+                self._switched(episode, before, outcome, forced=False)
+            return outcome
+        if self.toolbox is not None and call.name in self.toolbox:
+            return await self._external(episode, call)
+        names = [*INTERNAL_TOOLS, *(t["function"]["name"] for t in self.tools(episode)[2:])]
+        return ToolOutcome.error(f"unknown tool {call.name!r}; available: {', '.join(names)}")
+
+    async def _external(self, episode: Episode, call: ToolCall) -> ToolOutcome:
+        """Call an external tool; meanwhile prefetch the configuration expected next."""
+        assert self.toolbox is not None
+        session, control = episode.session, episode.control
+        target = episode.policy.next_config(session.active, control.loaded)
+        async with anyio.create_task_group() as tg:
+            if target != session.active:
+                episode.events.emit("prefetch", config=target)
+                tg.start_soon(anyio.to_thread.run_sync, session.prefetch, target)
+            outcome = await self.toolbox.call(call.name, call.arguments)
+        return outcome
+
+    def _tool_result(self, episode: Episode, name: str, outcome: ToolOutcome) -> None:
+        episode.events.emit(
+            "tool_result", name=name, content=outcome.content, is_error=outcome.is_error
+        )
+        self._append_turn(episode, {"role": "tool", "name": name, "content": outcome.content})
+
+    def _switched(self, episode: Episode, before: Any, outcome: ToolOutcome, forced: bool) -> None:
+        assert outcome.switch is not None
+        episode.events.emit(
+            "switch",
+            from_config=before,
+            to_config=outcome.switch.to_config,
+            seconds=outcome.switch.seconds,
+            forced=forced,
+        )
+
+    async def _force(self, episode: Episode, capability: str) -> None:
+        """Hard policy: the model stopped early, so the runtime makes the next switch itself."""
+        session = episode.session
+        calls = [ToolCall(OFFLOAD_LORA)] if session.active is not None else []
+        calls.append(ToolCall(LOAD_LORA, {"capability": capability}))
+        message = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [c.to_message_call() for c in calls],
+        }
+        self._append_turn(episode, message)
+        switch_s = 0.0
+        for call in calls:
+            before = session.active
+            episode.events.emit("tool_call", name=call.name, arguments=call.arguments, forced=True)
+            outcome = await anyio.to_thread.run_sync(
+                episode.control.call, call.name, call.arguments
+            )
+            if outcome.is_error or outcome.switch is None:
+                raise RuntimeError(f"forced {call.name} failed: {outcome.message}")
+            switch_s += outcome.switch.seconds
+            self._switched(episode, before, outcome, forced=True)
+            self._tool_result(episode, call.name, outcome)
+        record = StepRecord(
+            step=len(episode.steps),
+            active=session.active,
+            prefilled=0,
+            decoded=0,
+            cache_hit=0,
+            prefill_s=0.0,
+            decode_s=0.0,
+            rebuild_s=0.0,
+            switch_s=switch_s,
+            tool_calls=tuple(c.name for c in calls),
+            forced=True,
+        )
+        self._add_step(episode, record)
+
+    def _record(self, episode: Episode, gen: Generated, switch_s: float) -> None:
+        result, reply = gen.result, gen.reply
+        record = StepRecord(
+            step=len(episode.steps),
+            active=gen.active,
+            prefilled=result.prefilled,
+            decoded=result.decoded,
+            cache_hit=result.cache_hit,
+            prefill_s=result.prefill_s,
+            decode_s=result.decode_s,
+            rebuild_s=result.rebuild_s,
+            switch_s=switch_s,
+            tool_calls=tuple(c.name for c in reply.calls),
+            finish_reason=result.finish_reason,
+        )
+        self._add_step(episode, record)
+
+    def _add_step(self, episode: Episode, record: StepRecord) -> None:
+        episode.steps.append(record)
+        episode.events.emit("step", **asdict(record))

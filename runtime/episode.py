@@ -1,0 +1,223 @@
+"""Episodes: one isolated conversation with its own engine session.
+
+An `Episode` owns an `EngineSession` (active adapter, token history, KV caches), its policy,
+its messages, per-step records and an event log that the HTTP API streams. Nothing is shared
+between episodes but the engine's resident weights. `EpisodeManager` creates, finds, binds
+(to MCP sessions) and closes them, evicting the oldest idle episode when full.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from runtime.engine import Config, Engine, SwitchRecord
+from runtime.errors import RuntimeEngineError
+from runtime.policy import HardPolicy, Policy
+from runtime.tools import AdapterControl
+
+SwitchHook = Callable[[SwitchRecord], None]
+
+
+class EpisodeNotFoundError(RuntimeEngineError, KeyError):
+    def __init__(self, episode_id: str) -> None:
+        super().__init__(f"no episode {episode_id!r}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class TooManyEpisodesError(RuntimeEngineError, RuntimeError):
+    """Every episode slot is taken by a running episode."""
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One generation step and the tool calls it made."""
+
+    step: int
+    active: Config
+    prefilled: int
+    decoded: int
+    cache_hit: int
+    prefill_s: float
+    decode_s: float
+    rebuild_s: float
+    switch_s: float  # adapter control spent on this step's load/offload calls
+    tool_calls: tuple[str, ...] = ()
+    finish_reason: str = "stop"
+    forced: bool = False  # the runtime, not the model, switched (hard policy)
+
+
+class EventLog:
+    """Append-only, thread-safe list of events; readers wait for new ones."""
+
+    def __init__(self) -> None:
+        self._events: list[dict[str, Any]] = []
+        self._closed = False
+        self._cond = threading.Condition()
+
+    def emit(self, kind: str, **data: Any) -> None:
+        with self._cond:
+            self._events.append({"seq": len(self._events), "type": kind, **data})
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def wait(self, after: int, timeout: float) -> tuple[list[dict[str, Any]], bool]:
+        """Events with seq >= after (blocking up to timeout for one), and whether closed."""
+        with self._cond:
+            self._cond.wait_for(lambda: len(self._events) > after or self._closed, timeout)
+            return list(self._events[after:]), self._closed
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        with self._cond:
+            return iter(list(self._events))
+
+
+@dataclass
+class Episode:
+    id: str
+    policy: Policy
+    control: AdapterControl
+    task: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    events: EventLog = field(default_factory=EventLog)
+    status: str = "idle"  # idle | running | done | failed
+    answer: str | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    elapsed_s: float = 0.0
+    created_at: float = field(default_factory=time.time)
+
+    @property
+    def session(self):  # -> EngineSession
+        return self.control.session
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "task": self.task,
+            "policy": self.policy.to_json(),
+            "status": self.status,
+            "active": self.control.session.active,
+            "loaded": list(self.control.loaded),
+            "answer": self.answer,
+            "finish_reason": self.finish_reason,
+            "error": self.error,
+            "elapsed_s": self.elapsed_s,
+            "messages": self.messages,
+            "steps": [asdict(s) for s in self.steps],
+            "switches": [_switch_json(s) for s in self.control.switches],
+            "totals": totals(self),
+        }
+
+
+def _switch_json(record: SwitchRecord) -> dict[str, Any]:
+    return {"from": record.from_config, "to": record.to_config, "seconds": record.seconds}
+
+
+def totals(episode: Episode) -> dict[str, float]:
+    """Where an episode's time went: adapter control, cache rebuild, and their shares."""
+    switch_s = sum(s.seconds for s in episode.control.switches)
+    rebuild_s = sum(s.rebuild_s for s in episode.steps)
+    elapsed = episode.elapsed_s
+    return {
+        "switch_s": switch_s,
+        "rebuild_s": rebuild_s,
+        "prefilled": float(sum(s.prefilled for s in episode.steps)),
+        "decoded": float(sum(s.decoded for s in episode.steps)),
+        "switch_share": switch_s / elapsed if elapsed > 0 else 0.0,
+        "rebuild_share": rebuild_s / elapsed if elapsed > 0 else 0.0,
+    }
+
+
+class EpisodeManager:
+    """The episodes of one engine; `bind(key)` gives each MCP session its own."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        policy: Policy | None = None,
+        max_episodes: int = 64,
+        on_switch: SwitchHook | None = None,
+    ) -> None:
+        self.engine = engine
+        self.policy = policy or HardPolicy()
+        self.max_episodes = max_episodes
+        self.on_switch = on_switch
+        self._episodes: OrderedDict[str, Episode] = OrderedDict()
+        self._bindings: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def create(self, *, policy: Policy | None = None, task: str | None = None) -> Episode:
+        with self._lock:
+            self._make_room()
+            policy = policy or self.policy
+            control = AdapterControl(
+                self.engine.new_session(), policy, self.engine.adapters, on_switch=self.on_switch
+            )
+            episode = Episode(uuid.uuid4().hex, policy, control, task=task)
+            self._episodes[episode.id] = episode
+            return episode
+
+    def get(self, episode_id: str) -> Episode:
+        with self._lock:
+            try:
+                return self._episodes[episode_id]
+            except KeyError:
+                raise EpisodeNotFoundError(episode_id) from None
+
+    def bind(self, key: str) -> Episode:
+        """The episode bound to an MCP session (or a client-chosen name); created on first use."""
+        with self._lock:
+            episode_id = self._bindings.get(key)
+            if episode_id in self._episodes:
+                self._episodes.move_to_end(episode_id)
+                return self._episodes[episode_id]
+        episode = self.create()
+        with self._lock:
+            self._bindings[key] = episode.id
+        return episode
+
+    def close(self, episode_id: str) -> None:
+        with self._lock:
+            episode = self._episodes.pop(episode_id, None)
+            self._bindings = {k: v for k, v in self._bindings.items() if v != episode_id}
+        if episode is None:
+            raise EpisodeNotFoundError(episode_id)
+        _close(episode)
+
+    def close_all(self) -> None:
+        with self._lock:
+            episodes = list(self._episodes.values())
+            self._episodes.clear()
+            self._bindings.clear()
+        for episode in episodes:
+            _close(episode)
+
+    def __len__(self) -> int:
+        return len(self._episodes)
+
+    def _make_room(self) -> None:
+        while len(self._episodes) >= self.max_episodes:
+            idle = next((e for e in self._episodes.values() if e.status != "running"), None)
+            if idle is None:
+                raise TooManyEpisodesError(f"all {self.max_episodes} episodes are running")
+            del self._episodes[idle.id]
+            _close(idle)
+
+
+def _close(episode: Episode) -> None:
+    episode.events.close()
+    episode.control.session.close()

@@ -1,0 +1,248 @@
+"""A scripted engine for tests and examples: the `Engine` seam without a model.
+
+`ScriptedEngine` replays assistant replies from a script instead of decoding, and keeps the
+rest of the contract real: one `ScriptedSession` per episode with its own token history, its
+own active adapter (zero or one, the typed errors of `runtime.errors`), a per-configuration
+prefix cache (so prefilled / cache-hit counts behave like an engine's) and a log of switches
+and prefetches for assertions. `CharTokenizer` is a dependency-free tokenizer with the ChatML
+special tokens, so the agent loop runs without transformers.
+
+`python -m runtime.testing` serves the runtime's MCP tools over stdio on a scripted engine
+with the capabilities plan, search and write (for transport tests).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from runtime.chat import IM_END, IM_START
+from runtime.engine import (
+    AdapterSpec,
+    AuditReport,
+    Config,
+    Engine,
+    EngineSession,
+    GenerationResult,
+    SwitchRecord,
+)
+from runtime.errors import AdapterAlreadyActiveError, NoActiveAdapterError, UnknownAdapterError
+
+SPECIALS = ("<|endoftext|>", IM_START, IM_END)
+_SPECIAL_RE = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
+
+# A script is a list of replies (each session replays its own copy from the start) or a
+# function of the session that returns the next reply (for replies that depend on state).
+Script = Sequence[str] | Callable[["ScriptedSession"], str]
+
+DEFAULT_DESCRIPTIONS = {
+    "plan": "Break the task into steps and decide what to look up.",
+    "search": "Query the knowledge base with the search tool and collect evidence.",
+    "write": "Write the final answer from the collected evidence.",
+}
+
+
+class CharTokenizer:
+    """One id per character; the ChatML special tokens are single ids (0, 1, 2)."""
+
+    eos_token = IM_END
+
+    def __init__(self) -> None:
+        self.eos_token_id = SPECIALS.index(IM_END)
+
+    def __len__(self) -> int:
+        return 0x110000 + len(SPECIALS)
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        ids: list[int] = []
+        for piece in _SPECIAL_RE.split(text):
+            if piece in SPECIALS:
+                ids.append(SPECIALS.index(piece))
+            else:
+                ids.extend(ord(c) + len(SPECIALS) for c in piece)
+        return ids
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        out = []
+        for i in ids:
+            if i < len(SPECIALS):
+                out.append("" if skip_special_tokens else SPECIALS[i])
+            else:
+                out.append(chr(i - len(SPECIALS)))
+        return "".join(out)
+
+    def convert_tokens_to_ids(self, token: str) -> int:
+        return SPECIALS.index(token)
+
+
+@dataclass(frozen=True)
+class Prefetch:
+    config: Config
+    history_len: int
+
+
+class ScriptedSession(EngineSession):
+    """One episode on a `ScriptedEngine`; `generate` replays the script's next reply."""
+
+    def __init__(self, engine: ScriptedEngine, script: Script) -> None:
+        self._engine = engine
+        self._script = script
+        self._replies: Iterator[str] | None = None if callable(script) else iter(list(script))
+        self._active: Config = None
+        self._history: list[int] = []
+        self._cached: dict[Config, int] = {}  # config -> history tokens already processed
+        self.switches: list[SwitchRecord] = []
+        self.prefetches: list[Prefetch] = []
+        self.generations = 0
+        self.closed = False
+
+    @property
+    def active(self) -> Config:
+        return self._active
+
+    @property
+    def history(self) -> Sequence[int]:
+        return tuple(self._history)
+
+    def activate(self, name: str) -> SwitchRecord:
+        if name not in self._engine.adapters:
+            raise UnknownAdapterError(name, sorted(self._engine.adapters))
+        if self._active is not None:
+            raise AdapterAlreadyActiveError(self._active, name)
+        return self._switch(name)
+
+    def deactivate(self) -> SwitchRecord:
+        if self._active is None:
+            raise NoActiveAdapterError()
+        return self._switch(None)
+
+    def _switch(self, to: Config) -> SwitchRecord:
+        record = SwitchRecord(self._active, to, 0.0)
+        self._active = to
+        self.switches.append(record)
+        return record
+
+    def append(self, token_ids: Sequence[int]) -> None:
+        self._history.extend(token_ids)
+
+    def next_reply(self) -> str:
+        if callable(self._script):
+            return self._script(self)
+        assert self._replies is not None
+        try:
+            return next(self._replies)
+        except StopIteration:
+            raise RuntimeError("the script has no more replies") from None
+
+    def generate(
+        self,
+        max_new_tokens: int,
+        stop_ids: Sequence[int] = (),
+        on_token: Callable[[int], None] | None = None,
+    ) -> GenerationResult:
+        tokenizer = self._engine.tokenizer
+        prefilled = len(self._history) - self._cached.get(self._active, 0)
+        hit = self._cached.get(self._active, 0)
+        ids, finish = _take(tokenizer.encode(self.next_reply() + IM_END), max_new_tokens, stop_ids)
+        for token in ids:
+            self._history.append(token)
+            if on_token is not None:
+                on_token(token)
+        self._cached[self._active] = len(self._history)
+        self.generations += 1
+        return GenerationResult(
+            token_ids=tuple(ids),
+            text=tokenizer.decode(ids),
+            finish_reason=finish,
+            prefilled=prefilled,
+            decoded=len(ids),
+            prefill_s=0.0,
+            decode_s=0.0,
+            rebuild_s=0.0,
+            cache_hit=hit,
+        )
+
+    def prefetch(self, config: Config) -> None:
+        self.prefetches.append(Prefetch(config, len(self._history)))
+        self._cached[config] = len(self._history)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _take(ids: list[int], limit: int, stop_ids: Sequence[int]) -> tuple[list[int], str]:
+    for n, token in enumerate(ids[:limit]):
+        if token in stop_ids:
+            return ids[: n + 1], "stop"
+    return ids[:limit], "length" if len(ids) > limit or not stop_ids else "stop"
+
+
+class ScriptedEngine(Engine):
+    """A library of named adapters and a script; no weights."""
+
+    def __init__(
+        self,
+        adapters: Sequence[str] | Mapping[str, AdapterSpec] = tuple(DEFAULT_DESCRIPTIONS),
+        script: Script = (),
+        tokenizer: object | None = None,
+    ) -> None:
+        if isinstance(adapters, Mapping):
+            self._adapters = dict(adapters)
+        else:
+            self._adapters = {n: spec_for(n) for n in adapters}
+        self.tokenizer = tokenizer or CharTokenizer()
+        self.script = script
+        self.sessions: list[ScriptedSession] = []
+        self._lock = threading.Lock()
+
+    @property
+    def adapters(self) -> Mapping[str, AdapterSpec]:
+        return self._adapters
+
+    def new_session(self) -> ScriptedSession:
+        session = ScriptedSession(self, self.script)
+        with self._lock:
+            self.sessions.append(session)
+        return session
+
+    def audit(self) -> AuditReport:
+        return AuditReport(
+            ok=True, backbone_root="0" * 64, adapters={n: "0" * 64 for n in self._adapters}
+        )
+
+
+def spec_for(name: str, path: str = "") -> AdapterSpec:
+    return AdapterSpec(name=name, path=path, description=DEFAULT_DESCRIPTIONS.get(name, ""))
+
+
+def by_adapter(replies: Mapping[Config, Sequence[str]]) -> Callable[[ScriptedSession], str]:
+    """A script whose next reply depends on the active adapter (one queue per config)."""
+    queues = {config: list(items) for config, items in replies.items()}
+
+    def next_reply(session: ScriptedSession) -> str:
+        queue = queues.get(session.active)
+        if not queue:
+            raise RuntimeError(f"the script has no more replies for {session.active!r}")
+        return queue.pop(0)
+
+    return next_reply
+
+
+def call(name: str, **arguments: object) -> str:
+    """The text of one tool call as a model writes it (for scripts)."""
+    import json
+
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+def main() -> None:  # pragma: no cover - exercised through a subprocess
+    from runtime.tools import build_mcp_server
+
+    server = build_mcp_server(ScriptedEngine(), stdio=True)
+    server.run("stdio")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

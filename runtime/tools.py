@@ -1,0 +1,301 @@
+"""The tools of a WeAct episode: `load_lora` / `offload_lora`, external MCP tools, the MCP server.
+
+- `AdapterControl` is the paper's internal action pair for one episode: loading while another
+  adapter is active, loading an unknown capability, loading out of the policy's order and
+  offloading with none active are tool errors (typed errors turned into a message the model
+  reads), never crashes.
+- `lora_tool_schemas` describes them to the model from the capability descriptions.
+- `McpToolbox` connects to external MCP tool servers (`mcp.Client`) and calls their tools.
+- `build_mcp_server` serves `load_lora` / `offload_lora` with the `mcp` SDK. Each MCP session
+  drives its own episode: a stateful session (`Mcp-Session-Id` over streamable HTTP, or the
+  single client of a stdio server) is bound to one; a stateless (2026-07-28) request names
+  its episode in `_meta["weact/episode"]`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+from runtime.chat import tool_schema
+from runtime.engine import AdapterSpec, EngineSession, SwitchRecord
+from runtime.errors import (
+    AdapterAlreadyActiveError,
+    NoActiveAdapterError,
+    RuntimeEngineError,
+    UnknownAdapterError,
+)
+from runtime.policy import Policy
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+
+    from runtime.episode import Episode, EpisodeManager
+
+logger = logging.getLogger(__name__)
+
+LOAD_LORA = "load_lora"
+OFFLOAD_LORA = "offload_lora"
+INTERNAL_TOOLS = (LOAD_LORA, OFFLOAD_LORA)
+EPISODE_META_KEY = "weact/episode"
+
+
+class ToolConflictError(RuntimeEngineError, ValueError):
+    """An external tool server offers a name that is already taken."""
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a tool call returns to the model: JSON text, flagged when it is an error."""
+
+    content: str
+    is_error: bool = False
+    switch: SwitchRecord | None = None
+
+    @classmethod
+    def error(cls, message: str) -> ToolOutcome:
+        return cls(json.dumps({"error": message}), is_error=True)
+
+    @property
+    def message(self) -> str:
+        return json.loads(self.content)["error"] if self.is_error else self.content
+
+
+def load_description(library: Mapping[str, AdapterSpec]) -> str:
+    lines = [f"- {n}: {s.description or 'no description'}" for n, s in sorted(library.items())]
+    return (
+        "Load the LoRA adapter of one capability so that it shapes your next turns. At most "
+        "one adapter is active: call offload_lora first if another one is. Capabilities:\n"
+        + "\n".join(lines)
+    )
+
+
+OFFLOAD_DESCRIPTION = (
+    "Offload the active LoRA adapter; the bare backbone speaks next and may load another one."
+)
+
+
+def lora_tool_schemas(library: Mapping[str, AdapterSpec]) -> list[dict[str, Any]]:
+    capability = {
+        "type": "string",
+        "enum": sorted(library),
+        "description": "the capability to load",
+    }
+    return [
+        tool_schema(
+            LOAD_LORA, load_description(library), {"capability": capability}, ["capability"]
+        ),
+        tool_schema(OFFLOAD_LORA, OFFLOAD_DESCRIPTION),
+    ]
+
+
+class AdapterControl:
+    """load_lora / offload_lora for one episode's engine session, under its policy."""
+
+    def __init__(
+        self,
+        session: EngineSession,
+        policy: Policy,
+        library: Mapping[str, AdapterSpec],
+        on_switch: Callable[[SwitchRecord], None] | None = None,
+    ) -> None:
+        self.session = session
+        self.policy = policy
+        self.library = library
+        self.on_switch = on_switch
+        self.loaded: list[str] = []
+        self.switches: list[SwitchRecord] = []
+        self._lock = threading.RLock()
+
+    def load(self, capability: str) -> SwitchRecord:
+        with self._lock:
+            if capability not in self.library:
+                raise UnknownAdapterError(capability, sorted(self.library))
+            active = self.session.active
+            if active is not None:
+                raise AdapterAlreadyActiveError(active, capability)
+            self.policy.check_load(capability, self.loaded)
+            record = self.session.activate(capability)
+            self.loaded.append(capability)
+            return self._record(record)
+
+    def offload(self) -> SwitchRecord:
+        with self._lock:
+            if self.session.active is None:
+                raise NoActiveAdapterError()
+            return self._record(self.session.deactivate())
+
+    def _record(self, record: SwitchRecord) -> SwitchRecord:
+        self.switches.append(record)
+        if self.on_switch is not None:
+            self.on_switch(record)
+        return record
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Run an internal tool call; every failure becomes a tool error for the model."""
+        try:
+            if name == LOAD_LORA:
+                record = self.load(_capability_arg(arguments))
+            elif name == OFFLOAD_LORA:
+                _no_args(arguments)
+                record = self.offload()
+            else:
+                return ToolOutcome.error(f"unknown internal tool {name!r}")
+        except RuntimeEngineError as exc:
+            return ToolOutcome.error(str(exc))
+        result = {"ok": True, "active": self.session.active, "switch_ms": record.seconds * 1e3}
+        return ToolOutcome(json.dumps(result), switch=record)
+
+
+class ToolArgumentError(RuntimeEngineError, ValueError):
+    """Arguments of a tool call that do not fit its schema."""
+
+
+def _capability_arg(arguments: Mapping[str, Any]) -> str:
+    extra = set(arguments) - {"capability"}
+    capability = arguments.get("capability")
+    if not isinstance(capability, str) or extra:
+        raise ToolArgumentError(
+            'load_lora takes exactly one argument, "capability" (a string); got '
+            + json.dumps(dict(arguments))
+        )
+    return capability
+
+
+def _no_args(arguments: Mapping[str, Any]) -> None:
+    if arguments:
+        raise ToolArgumentError(
+            f"offload_lora takes no arguments; got {json.dumps(dict(arguments))}"
+        )
+
+
+def mcp_tool_schema(tool: Any) -> dict[str, Any]:
+    """An `mcp` Tool in the OpenAI `tools` shape of the chat template."""
+    schema = dict(tool.input_schema or {"type": "object", "properties": {}})
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description or "",
+            "parameters": schema,
+        },
+    }
+
+
+class McpToolbox:
+    """External tools served by MCP servers; use as `async with McpToolbox([...]) as box`.
+
+    A target is anything `mcp.Client` connects to: a streamable-HTTP URL, a
+    `StdioServerParameters`, or an in-process `MCPServer`.
+    """
+
+    def __init__(self, targets: Sequence[Any] = ()) -> None:
+        self.targets = list(targets)
+        self._routes: dict[str, Any] = {}
+        self._schemas: list[dict[str, Any]] = []
+        self._stack: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> McpToolbox:
+        from mcp import Client
+
+        async with AsyncExitStack() as stack:
+            for target in self.targets:
+                client = await stack.enter_async_context(Client(target))
+                await self._add(client)
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._stack is not None:
+            await self._stack.aclose()
+        self._stack = None
+
+    async def _add(self, client: Any) -> None:
+        for tool in (await client.list_tools()).tools:
+            if tool.name in INTERNAL_TOOLS or tool.name in self._routes:
+                raise ToolConflictError(f"tool name {tool.name!r} is offered twice")
+            self._routes[tool.name] = client
+            self._schemas.append(mcp_tool_schema(tool))
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return list(self._schemas)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._routes
+
+    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolOutcome:
+        from mcp import MCPError
+
+        try:
+            result = await self._routes[name].call_tool(name, dict(arguments))
+        except MCPError as exc:
+            return ToolOutcome.error(f"{name}: {exc}")
+        text = _result_text(result)
+        return ToolOutcome.error(text) if result.is_error else ToolOutcome(text)
+
+
+def _result_text(result: Any) -> str:
+    """Compact JSON for structured results (unwrapping the SDK's {"result": ...}), else text."""
+    data = result.structured_content
+    if data is not None and not result.is_error:
+        if set(data) == {"result"}:
+            data = data["result"]
+        return json.dumps(data, ensure_ascii=False)
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+def build_mcp_server(episodes: EpisodeManager, *, stdio: bool = False) -> MCPServer:
+    """An MCP server with load_lora / offload_lora, each MCP session on its own episode."""
+    import anyio
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import Field
+
+    server: MCPServer = MCPServer(
+        "weact-runtime", instructions="WeAct internal actions: switch LoRA adapters."
+    )
+
+    async def run(ctx: Context, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        episode = _bound_episode(episodes, ctx, stdio)
+        outcome = await anyio.to_thread.run_sync(episode.control.call, name, arguments)
+        if outcome.is_error:
+            raise ToolError(outcome.message)
+        return {"episode": episode.id, **json.loads(outcome.content)}
+
+    async def load_lora(
+        capability: Annotated[str, Field(description="the capability to load")], ctx: Context
+    ) -> dict[str, Any]:
+        return await run(ctx, LOAD_LORA, {"capability": capability})
+
+    async def offload_lora(ctx: Context) -> dict[str, Any]:
+        return await run(ctx, OFFLOAD_LORA, {})
+
+    server.add_tool(
+        load_lora, name=LOAD_LORA, description=load_description(episodes.engine.adapters)
+    )
+    server.add_tool(offload_lora, name=OFFLOAD_LORA, description=OFFLOAD_DESCRIPTION)
+    return server
+
+
+def _bound_episode(episodes: EpisodeManager, ctx: Any, stdio: bool) -> Episode:
+    """The episode of this MCP request: named in `_meta`, or bound to its MCP session."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    meta = ctx.request_context.meta or {}
+    headers = ctx.headers or {}
+    if isinstance(meta.get(EPISODE_META_KEY), str):
+        return episodes.bind(f"name:{meta[EPISODE_META_KEY]}")
+    if headers.get("mcp-session-id"):
+        return episodes.bind(f"mcp:{headers['mcp-session-id']}")
+    if stdio or ctx.request_context.request is None:
+        return episodes.bind("process")  # a stdio server has exactly one client
+    raise ToolError(
+        "stateless MCP request: name your episode in _meta "
+        f'{{"{EPISODE_META_KEY}": "<name>"}} or connect with a session (mode="legacy")'
+    )

@@ -1,0 +1,137 @@
+"""load_lora / offload_lora semantics on the scripted engine (no model needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runtime.engine import AdapterSpec
+from runtime.errors import (
+    AdapterAlreadyActiveError,
+    NoActiveAdapterError,
+    PolicyViolationError,
+    UnknownAdapterError,
+)
+from runtime.policy import HardPolicy, SoftPolicy
+from runtime.testing import ScriptedEngine
+from runtime.tools import AdapterControl, lora_tool_schemas
+
+
+@pytest.fixture
+def engine() -> ScriptedEngine:
+    return ScriptedEngine(("plan", "search", "write"))
+
+
+def control(engine: ScriptedEngine, policy=None) -> AdapterControl:
+    return AdapterControl(engine.new_session(), policy or SoftPolicy(), engine.adapters)
+
+
+def test_load_then_offload_switches_the_session(engine) -> None:
+    c = control(engine)
+    record = c.load("search")
+    assert (record.from_config, record.to_config) == (None, "search")
+    assert c.session.active == "search"
+    assert c.offload().to_config is None
+    assert c.session.active is None
+    assert c.loaded == ["search"]
+    assert [s.to_config for s in c.switches] == ["search", None]
+
+
+def test_loading_while_active_asks_to_offload_first(engine) -> None:
+    c = control(engine)
+    c.load("plan")
+    with pytest.raises(AdapterAlreadyActiveError, match="call offload_lora before loading"):
+        c.load("write")
+    assert c.session.active == "plan"
+    outcome = c.call("load_lora", {"capability": "write"})
+    assert outcome.is_error
+    assert "offload_lora" in outcome.message
+    assert c.session.active == "plan"
+
+
+def test_unknown_capability_lists_the_available_ones(engine) -> None:
+    c = control(engine)
+    with pytest.raises(UnknownAdapterError) as info:
+        c.load("code")
+    assert info.value.available == ["plan", "search", "write"]
+    message = c.call("load_lora", {"capability": "code"}).message
+    assert "plan, search, write" in message
+    assert c.session.active is None
+    assert c.loaded == []
+
+
+def test_offload_with_none_active_is_an_error(engine) -> None:
+    c = control(engine)
+    with pytest.raises(NoActiveAdapterError):
+        c.offload()
+    outcome = c.call("offload_lora", {})
+    assert outcome.is_error
+    assert "nothing to offload" in outcome.message
+    assert c.switches == []
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("load_lora", {}),
+        ("load_lora", {"capability": 3}),
+        ("load_lora", {"capability": "plan", "extra": 1}),
+        ("offload_lora", {"capability": "plan"}),
+        ("rm_rf", {}),
+    ],
+)
+def test_bad_arguments_are_tool_errors_and_change_nothing(engine, name, arguments) -> None:
+    c = control(engine)
+    outcome = c.call(name, arguments)
+    assert outcome.is_error
+    assert json.loads(outcome.content)["error"]
+    assert c.session.active is None
+    assert c.switches == []
+
+
+def test_success_reports_the_active_adapter(engine) -> None:
+    c = control(engine)
+    outcome = c.call("load_lora", {"capability": "plan"})
+    assert not outcome.is_error
+    assert json.loads(outcome.content)["active"] == "plan"
+    assert outcome.switch is not None
+
+
+def test_hard_policy_refuses_out_of_order_loads(engine) -> None:
+    c = control(engine, HardPolicy(("plan", "search", "write")))
+    with pytest.raises(PolicyViolationError, match="load 'plan' next"):
+        c.load("write")
+    c.load("plan")
+    c.offload()
+    outcome = c.call("load_lora", {"capability": "write"})
+    assert outcome.is_error
+    assert "'search' next" in outcome.message
+    assert c.session.active is None
+    c.load("search")
+    assert c.loaded == ["plan", "search"]
+
+
+def test_schemas_carry_the_capability_descriptions() -> None:
+    library = {
+        "plan": AdapterSpec("plan", "/x", description="Decompose the task."),
+        "write": AdapterSpec("write", "/y", description="Write the report."),
+    }
+    load, offload = lora_tool_schemas(library)
+    fn = load["function"]
+    assert fn["name"] == "load_lora"
+    assert "plan: Decompose the task." in fn["description"]
+    assert "write: Write the report." in fn["description"]
+    assert fn["parameters"]["properties"]["capability"]["enum"] == ["plan", "write"]
+    assert fn["parameters"]["required"] == ["capability"]
+    assert offload["function"]["name"] == "offload_lora"
+    assert offload["function"]["parameters"]["properties"] == {}
+
+
+def test_switch_hook_sees_every_switch(engine) -> None:
+    seen = []
+    c = AdapterControl(engine.new_session(), SoftPolicy(), engine.adapters, on_switch=seen.append)
+    c.load("plan")
+    c.call("load_lora", {"capability": "write"})  # refused: no switch
+    c.offload()
+    assert [(s.from_config, s.to_config) for s in seen] == [(None, "plan"), ("plan", None)]
