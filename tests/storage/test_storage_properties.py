@@ -14,7 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from storage_helpers import NUMPY_DTYPES, split_file, write_raw, write_st
 
-from storage import InvalidSafetensorsError, manifest_of_file, manifest_of_tensors
+from storage import (
+    InvalidSafetensorsError,
+    manifest_of_file,
+    manifest_of_path,
+    manifest_of_tensors,
+)
 
 NAMES = st.text(
     alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12
@@ -126,3 +131,37 @@ def test_arbitrary_bytes_are_invalid_safetensors(raw: bytes, size_delta: int) ->
         path = Path(tmp) / "x.safetensors"
         path.write_bytes(struct.pack("<Q", max(0, len(raw) + size_delta)) + raw)
         _parses_or_is_invalid(path)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tensors=tensor_dicts(), data=st.data())
+def test_any_sharding_has_the_root_of_one_file(
+    tensors: dict[str, np.ndarray], data: st.DataObject
+) -> None:
+    shard_of = {name: data.draw(st.integers(0, 2)) for name in tensors}
+    with tempfile.TemporaryDirectory() as tmp:
+        single = manifest_of_file(write_st(Path(tmp) / "one.safetensors", tensors))
+        shards = Path(tmp) / "shards"
+        shards.mkdir()
+        for shard in set(shard_of.values()):
+            part = {n: a for n, a in tensors.items() if shard_of[n] == shard}
+            write_st(shards / f"model-{shard}.safetensors", part)
+        assert manifest_of_path(shards).root == single.root
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tensors=tensor_dicts(), data=st.data())
+def test_flipping_any_data_bit_changes_the_root(
+    tensors: dict[str, np.ndarray], data: st.DataObject
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_st(Path(tmp) / "m.safetensors", tensors)
+        root = manifest_of_file(path).root
+        _, body = split_file(path)
+        if not body:
+            return
+        blob = bytearray(path.read_bytes())
+        bit = data.draw(st.integers(0, len(body) * 8 - 1))
+        blob[len(blob) - len(body) + bit // 8] ^= 1 << (bit % 8)
+        path.write_bytes(blob)
+        assert manifest_of_file(path).root != root
