@@ -1,0 +1,128 @@
+"""Training one capability's LoRA: loss goes down, everything else stays bit-identical."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from trainers.data import generate
+from trainers.errors import NoSamplesError, RootChangedError
+from trainers.evaluate import evaluate_nll
+from trainers.lora import LoraSettings, train_lora
+from trainers.phases import build_samples
+
+SETTINGS = LoraSettings(rank=8, alpha=16, lr=2e-2, epochs=3, seed=7)
+
+
+def _digests(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def frozen(tiny_backbone: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from runtime.tiny import build_tiny_adapter
+
+    root = tmp_path_factory.mktemp("frozen")
+    return {
+        c: build_tiny_adapter(tiny_backbone, root / c, seed=i)
+        for i, c in enumerate(["search", "write"])
+    }
+
+
+@pytest.fixture(scope="module")
+def plan_samples(tokenizer):
+    return build_samples(generate(4, seed=1), tokenizer, {"plan"})
+
+
+def test_training_lowers_masked_nll_and_keeps_frozen_weights(
+    tiny_backbone, tmp_path, frozen, plan_samples, tokenizer
+) -> None:
+    before_files = {name: _digests(d) for name, d in frozen.items()}
+    seen: list = []
+
+    def spy(peft_model) -> None:
+        seen.extend(
+            (name, p.requires_grad, p.grad)
+            for name, p in peft_model.named_parameters()
+            if ".lora_" not in name or ".plan." not in name
+        )
+
+    held_out = build_samples(generate(3, seed=99), tokenizer, {"plan"})
+    result = train_lora(
+        backbone=tiny_backbone,
+        adapter="plan",
+        samples=plan_samples,
+        out=tmp_path / "plan",
+        settings=SETTINGS,
+        frozen=frozen,
+        before_verify=spy,
+    )
+    # frozen: the backbone and the other adapters never required or received a gradient
+    assert seen
+    assert all(not requires and grad is None for _, requires, grad in seen)
+    assert any(".write." in name for name, _, _ in seen)
+    assert {name: _digests(d) for name, d in frozen.items()} == before_files
+    assert result.covered == ["plan"]
+    untrained = evaluate_nll(backbone=tiny_backbone, samples=held_out, assignment={})
+    trained = evaluate_nll(
+        backbone=tiny_backbone, samples=held_out, assignment={"plan": result.out}
+    )
+    assert trained["plan"].mean < 0.85 * untrained["plan"].mean
+    assert sorted(p.name for p in result.out.iterdir()) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "training.json",
+    ]
+
+
+def test_same_seed_same_bytes(tiny_backbone, tmp_path, plan_samples) -> None:
+    settings = LoraSettings(rank=2, alpha=4, lr=5e-3, epochs=1, seed=3)
+    outs = [
+        train_lora(
+            backbone=tiny_backbone,
+            adapter="plan",
+            samples=plan_samples[:2],
+            out=tmp_path / f"w{i}",
+            settings=settings,
+        ).out
+        for i in range(2)
+    ]
+    assert (outs[0] / "adapter_model.safetensors").read_bytes() == (
+        outs[1] / "adapter_model.safetensors"
+    ).read_bytes()
+
+
+@pytest.mark.parametrize("target", ["backbone", "adapter:write"])
+def test_refuses_when_a_frozen_root_changed(
+    tiny_backbone, tmp_path, frozen, plan_samples, target
+) -> None:
+    import torch
+
+    def tamper(peft_model) -> None:
+        for name, p in peft_model.named_parameters():
+            is_write = ".lora_A.write." in name
+            is_base = "q_proj.base_layer.weight" in name
+            if (target == "backbone" and is_base) or (target == "adapter:write" and is_write):
+                with torch.no_grad():
+                    p.view(-1)[0] += 1e-3
+                return
+
+    with pytest.raises(RootChangedError) as info:
+        train_lora(
+            backbone=tiny_backbone,
+            adapter="plan",
+            samples=plan_samples[:1],
+            out=tmp_path / "out",
+            settings=SETTINGS,
+            frozen=frozen,
+            before_verify=tamper,
+        )
+    assert list(info.value.changed) == [target]
+    assert not (tmp_path / "out").exists()
+
+
+def test_no_samples_is_a_typed_error(tiny_backbone, tmp_path) -> None:
+    with pytest.raises(NoSamplesError):
+        train_lora(backbone=tiny_backbone, adapter="code", samples=[], out=tmp_path / "x")
