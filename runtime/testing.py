@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from runtime.chat import IM_END, IM_START
 from runtime.engine import (
@@ -237,11 +240,39 @@ def call(name: str, **arguments: object) -> str:
     return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
+@contextmanager
+def serve(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on a free local port in a thread; yields its base URL."""
+    import socket
+
+    import uvicorn
+
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port = sock.getsockname()[1]
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+
+
 def main() -> None:  # pragma: no cover - exercised through a subprocess
+    from runtime.episode import EpisodeManager
+    from runtime.policy import SoftPolicy
     from runtime.tools import build_mcp_server
 
-    server = build_mcp_server(ScriptedEngine(), stdio=True)
-    server.run("stdio")
+    episodes = EpisodeManager(ScriptedEngine(), policy=SoftPolicy())
+    build_mcp_server(episodes, stdio=True).run("stdio")
 
 
 if __name__ == "__main__":  # pragma: no cover

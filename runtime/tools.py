@@ -268,14 +268,21 @@ def build_mcp_server(episodes: EpisodeManager, *, stdio: bool = False) -> MCPSer
             raise ToolError(outcome.message)
         return {"episode": episode.id, **json.loads(outcome.content)}
 
-    async def load_lora(
-        capability: Annotated[str, Field(description="the capability to load")], ctx: Context
-    ) -> dict[str, Any]:
+    async def load_lora(capability, ctx):  # type: ignore[no-untyped-def]
         return await run(ctx, LOAD_LORA, {"capability": capability})
 
-    async def offload_lora(ctx: Context) -> dict[str, Any]:
+    async def offload_lora(ctx):  # type: ignore[no-untyped-def]
         return await run(ctx, OFFLOAD_LORA, {})
 
+    # Real objects, not the strings `from __future__ import annotations` would leave: the SDK
+    # builds the input schemas from them and cannot see this function's local imports.
+    capability_type = Annotated[str, Field(description="the capability to load")]
+    load_lora.__annotations__ = {
+        "capability": capability_type,
+        "ctx": Context,
+        "return": dict[str, Any],
+    }
+    offload_lora.__annotations__ = {"ctx": Context, "return": dict[str, Any]}
     server.add_tool(
         load_lora, name=LOAD_LORA, description=load_description(episodes.engine.adapters)
     )

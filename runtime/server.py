@@ -1,0 +1,264 @@
+"""The runtime node's HTTP API: episodes, their event streams, metrics, and MCP at /mcp.
+
+    POST /v1/episodes              {task, policy, order, max_steps} -> 201 {id, status}
+    GET  /v1/episodes/{id}         trajectory: messages, per-step records, switches, totals
+    GET  /v1/episodes/{id}/events  Server-Sent Events (tokens, tool calls, switches, steps)
+    GET  /metrics                  Prometheus: switch latency, rebuild time, their shares
+    GET  /healthz                  {"status": "ok", "adapters": [...]}
+    POST /mcp                      MCP streamable HTTP: load_lora / offload_lora
+
+Episodes run as background tasks of the app. With a token, every HTTP and MCP request needs
+`Authorization: Bearer <token>` (401 otherwise). Errors are `{"error": code, "detail": ...}`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, Literal
+
+import anyio
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from pydantic import BaseModel, Field
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from runtime.agent import Agent, AgentConfig
+from runtime.engine import Engine, SwitchRecord
+from runtime.episode import (
+    Episode,
+    EpisodeManager,
+    EpisodeNotFoundError,
+    TooManyEpisodesError,
+    totals,
+)
+from runtime.errors import RuntimeEngineError
+from runtime.policy import InvalidPolicyError, Policy, make_policy
+from runtime.tools import McpToolbox, build_mcp_server
+
+logger = logging.getLogger(__name__)
+
+ERROR_STATUS: dict[type[Exception], tuple[int, str]] = {
+    EpisodeNotFoundError: (404, "not_found"),
+    InvalidPolicyError: (422, "invalid"),
+    TooManyEpisodesError: (503, "busy"),
+}
+SHARE_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+class EpisodeCreate(BaseModel):
+    task: str = Field(min_length=1, max_length=20_000)
+    policy: Literal["hard", "soft"] | None = None
+    order: list[str] | None = Field(default=None, min_length=1, max_length=32)
+    max_steps: int | None = Field(default=None, gt=0, le=1024)
+
+
+class EpisodePublic(BaseModel):
+    id: str
+    status: str
+    policy: dict[str, Any]
+
+
+class Metrics:
+    """Prometheus metrics of one app (its own registry, so apps never share series)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.switch_s = Histogram(
+            "weact_runtime_switch_seconds", "Adapter switch latency", registry=self.registry
+        )
+        self.rebuild_s = Histogram(
+            "weact_runtime_rebuild_seconds", "KV-cache rebuild per step", registry=self.registry
+        )
+        self.episode_s = Histogram(
+            "weact_runtime_episode_seconds", "Episode wall time", registry=self.registry
+        )
+        self.switch_share = Histogram(
+            "weact_runtime_switch_share",
+            "Share of episode time spent switching adapters",
+            buckets=SHARE_BUCKETS,
+            registry=self.registry,
+        )
+        self.rebuild_share = Histogram(
+            "weact_runtime_rebuild_share",
+            "Share of episode time spent rebuilding KV caches",
+            buckets=SHARE_BUCKETS,
+            registry=self.registry,
+        )
+
+    def on_switch(self, record: SwitchRecord) -> None:
+        self.switch_s.observe(record.seconds)
+
+    def on_episode(self, episode: Episode) -> None:
+        for step in episode.steps:
+            if step.rebuild_s > 0:
+                self.rebuild_s.observe(step.rebuild_s)
+        t = totals(episode)
+        self.episode_s.observe(episode.elapsed_s)
+        self.switch_share.observe(t["switch_share"])
+        self.rebuild_share.observe(t["rebuild_share"])
+
+
+@dataclass
+class Runtime:
+    """What the routes need: the episodes, how to run one, and the metrics."""
+
+    episodes: EpisodeManager
+    agent_config: AgentConfig
+    metrics: Metrics
+    toolbox: McpToolbox | None = None
+    task_group: Any = None
+
+    def start(self, body: EpisodeCreate) -> Episode:
+        library = self.episodes.engine.adapters
+        policy: Policy = self.episodes.policy
+        if body.policy is not None or body.order is not None:
+            kind = body.policy or self.episodes.policy.kind
+            policy = make_policy(kind, body.order, library)
+        episode = self.episodes.create(policy=policy, task=body.task)
+        config = self.agent_config
+        if body.max_steps is not None:
+            config = replace(config, max_steps=body.max_steps)
+        agent = Agent(self.episodes.engine.tokenizer, self.toolbox, config)
+        episode.status = "running"  # before the task starts: an SSE reader must wait for it
+        self.task_group.start_soon(self._run, agent, episode, body.task)
+        return episode
+
+    async def _run(self, agent: Agent, episode: Episode, task: str) -> None:
+        await agent.run(episode, task)
+        self.metrics.on_episode(episode)
+
+
+def get_runtime(request: Request) -> Runtime:
+    return request.app.state.runtime  # type: ignore[no-any-return]
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def get_episode(episode_id: str, rt: RuntimeDep) -> Episode:
+    return rt.episodes.get(episode_id)
+
+
+EpisodeDep = Annotated[Episode, Depends(get_episode)]
+
+
+class BearerAuth:
+    """Every HTTP request (MCP included) must carry the bearer token; 401 otherwise."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(b"authorization", b"")
+        if hmac.compare_digest(given, self.expected):
+            await self.app(scope, receive, send)
+            return
+        response = JSONResponse(
+            {"error": "unauthorized", "detail": "missing or wrong bearer token"},
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+        await response(scope, receive, send)
+
+
+def create_app(
+    engine: Engine,
+    *,
+    policy: Policy | None = None,
+    agent_config: AgentConfig | None = None,
+    tool_servers: Sequence[Any] = (),
+    token: str | None = None,
+    host: str = "127.0.0.1",
+    max_episodes: int = 64,
+) -> FastAPI:
+    """The runtime app over a loaded engine; `tool_servers` are external MCP tool targets."""
+    metrics = Metrics()
+    episodes = EpisodeManager(
+        engine, policy=policy, max_episodes=max_episodes, on_switch=metrics.on_switch
+    )
+    runtime = Runtime(episodes, agent_config or AgentConfig(), metrics)
+    mcp_server = build_mcp_server(episodes)
+    mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with (
+            McpToolbox(tool_servers) as toolbox,
+            mcp_server.session_manager.run(),
+            anyio.create_task_group() as tg,
+        ):
+            runtime.toolbox, runtime.task_group = toolbox, tg
+            yield
+            tg.cancel_scope.cancel()
+        episodes.close_all()
+
+    app = FastAPI(title="WeAct runtime", lifespan=lifespan)
+    app.state.runtime = runtime
+    app.include_router(_router())
+    app.router.routes.extend(mcp_app.routes)
+    app.add_exception_handler(RuntimeEngineError, _engine_error)
+    if token:
+        app.add_middleware(BearerAuth, token=token)
+    return app
+
+
+async def _engine_error(request: Request, exc: Exception) -> JSONResponse:
+    status, code = next(
+        (v for t, v in ERROR_STATUS.items() if isinstance(exc, t)), (400, "bad_request")
+    )
+    return JSONResponse({"error": code, "detail": str(exc)}, status_code=status)
+
+
+def _router():  # -> APIRouter
+    from fastapi import APIRouter
+
+    router = APIRouter()
+
+    @router.get("/healthz")
+    def healthz(rt: RuntimeDep) -> dict[str, Any]:
+        return {"status": "ok", "adapters": sorted(rt.episodes.engine.adapters)}
+
+    @router.get("/metrics")
+    def metrics(rt: RuntimeDep) -> Response:
+        return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @router.post("/v1/episodes", status_code=201)
+    def create_episode(body: EpisodeCreate, rt: RuntimeDep) -> EpisodePublic:
+        episode = rt.start(body)
+        return EpisodePublic(id=episode.id, status=episode.status, policy=episode.policy.to_json())
+
+    @router.get("/v1/episodes/{episode_id}")
+    def show_episode(episode: EpisodeDep) -> dict[str, Any]:
+        return episode.to_json()
+
+    @router.get("/v1/episodes/{episode_id}/events", response_class=EventSourceResponse)
+    async def episode_events(episode: EpisodeDep, after: int = 0) -> AsyncIterator[ServerSentEvent]:
+        async for event in _follow(episode, after):
+            yield ServerSentEvent(event=event["type"], id=str(event["seq"]), raw_data=event["json"])
+
+    return router
+
+
+async def _follow(episode: Episode, after: int) -> AsyncIterator[dict[str, Any]]:
+    """The episode's events from `after` on, until its log closes."""
+    seq = max(after, 0)
+    while True:
+        events, closed = await anyio.to_thread.run_sync(
+            episode.events.wait, seq, 1.0, abandon_on_cancel=True
+        )
+        for event in events:
+            yield {"type": event["type"], "seq": event["seq"], "json": json.dumps(event)}
+        seq += len(events)
+        if closed and not events:
+            return

@@ -1,0 +1,29 @@
+"""Runtime node settings, read from ``WEACT_RUNTIME_*`` environment variables.
+
+Command-line options override them; library code receives plain arguments.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RuntimeSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="WEACT_RUNTIME_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8100, ge=0, le=65535)
+    token: SecretStr | None = None  # bearer token required on every HTTP and MCP request
+    policy: str = "hard"
+    order: str = "plan,search,write"
+    max_steps: int = Field(default=16, gt=0)
+    max_new_tokens: int = Field(default=256, gt=0)
+    max_episodes: int = Field(default=64, gt=0)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> RuntimeSettings:
+    return RuntimeSettings()
