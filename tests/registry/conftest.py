@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from harness import Harness, make_tokens
+from harness import Harness, World, make_tokens, make_world
 from sqlalchemy import create_engine, text
 
 from registry.api.app import create_app
@@ -104,3 +104,13 @@ def sqlite_api(sqlite_template: Path, store_url: str, tmp_path: Path) -> Iterato
     path = tmp_path / "registry.db"
     shutil.copyfile(sqlite_template, path)
     yield from build_harness(f"sqlite:///{path}", store_url, tmp_path)
+
+
+@pytest.fixture
+def world(api: Harness) -> World:
+    return make_world(api)
+
+
+@pytest.fixture
+def sqlite_world(sqlite_api: Harness) -> World:
+    return make_world(sqlite_api)

@@ -73,6 +73,21 @@ class Harness:
         assert response.status_code < 300, (response.status_code, response.text)
         return response.json()
 
+    def fails(
+        self, status: int, code: str, method: str, path: str, who: str | None = "admin", **kw: Any
+    ) -> Any:
+        """Make a request that must fail with ``status`` and error ``code``; return detail."""
+        response = self.request(method, path, who, **kw)
+        assert response.status_code == status, (response.status_code, response.text)
+        body = response.json()
+        assert body["error"] == code, body
+        return body["detail"]
+
+    def store_files(self) -> set[str]:
+        """Every blob file under a local store (for "nothing changed" checks)."""
+        root = Path(self.store.root)  # type: ignore[attr-defined]
+        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
     def counts(self) -> dict[str, int]:
         with self.db.read() as session:
             return {
@@ -121,6 +136,32 @@ class Harness:
     def approved(self, capability: str, backbone: str, seed: int = 1) -> dict[str, Any]:
         adapter = self.adapter(capability, backbone, seed)
         return dict(self.ok("POST", f"/adapters/{adapter['id']}/approve", "approver", json={}))
+
+
+@dataclass
+class World:
+    """A backbone and the capabilities plan/search/write, ready for adapters."""
+
+    api: Harness
+    backbone: str
+
+    def adapter(self, capability: str = "write", seed: int = 1, **extra: Any) -> dict[str, Any]:
+        return self.api.adapter(capability, self.backbone, seed, **extra)
+
+    def approved(self, capability: str = "write", seed: int = 1, **extra: Any) -> dict[str, Any]:
+        adapter = self.adapter(capability, seed, **extra)
+        return dict(self.api.ok("POST", f"/adapters/{adapter['id']}/approve", "approver", json={}))
+
+    def promote(self, adapters: dict[str, int | None], **extra: Any) -> dict[str, Any]:
+        body = {"backbone": self.backbone, "adapters": adapters, **extra}
+        return dict(self.api.ok("POST", "/channels/prod/promote", "approver", json=body))
+
+
+def make_world(api: Harness) -> World:
+    root = api.backbone()["root"]
+    for order, name in enumerate(("plan", "search", "write")):
+        api.capability(name, order)
+    return World(api=api, backbone=root)
 
 
 def make_tokens(db: Database) -> dict[str, str]:
