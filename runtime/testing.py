@@ -38,7 +38,7 @@ _SPECIAL_RE = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
 
 # A script is a list of replies (each session replays its own copy from the start) or a
 # function of the session that returns the next reply (for replies that depend on state).
-Script = Sequence[str] | Callable[["ScriptedSession"], str]
+Script = Sequence[str] | Callable[[EngineSession], str]
 
 DEFAULT_DESCRIPTIONS = {
     "plan": "Break the task into steps and decide what to look up.",
@@ -86,13 +86,28 @@ class Prefetch:
     history_len: int
 
 
+class Replies:
+    """The replies of one session: a copy of a list, or a function of the session."""
+
+    def __init__(self, script: Script) -> None:
+        self._script = script
+        self._queue = None if callable(script) else list(script)
+
+    def next(self, session: EngineSession) -> str:
+        if callable(self._script):
+            return self._script(session)  # type: ignore[arg-type]
+        assert self._queue is not None
+        if not self._queue:
+            raise RuntimeError("the script has no more replies")
+        return self._queue.pop(0)
+
+
 class ScriptedSession(EngineSession):
     """One episode on a `ScriptedEngine`; `generate` replays the script's next reply."""
 
     def __init__(self, engine: ScriptedEngine, script: Script) -> None:
         self._engine = engine
-        self._script = script
-        self._replies: Iterator[str] | None = None if callable(script) else iter(list(script))
+        self.replies = Replies(script)
         self._active: Config = None
         self._history: list[int] = []
         self._cached: dict[Config, int] = {}  # config -> history tokens already processed
@@ -130,15 +145,6 @@ class ScriptedSession(EngineSession):
     def append(self, token_ids: Sequence[int]) -> None:
         self._history.extend(token_ids)
 
-    def next_reply(self) -> str:
-        if callable(self._script):
-            return self._script(self)
-        assert self._replies is not None
-        try:
-            return next(self._replies)
-        except StopIteration:
-            raise RuntimeError("the script has no more replies") from None
-
     def generate(
         self,
         max_new_tokens: int,
@@ -148,7 +154,8 @@ class ScriptedSession(EngineSession):
         tokenizer = self._engine.tokenizer
         prefilled = len(self._history) - self._cached.get(self._active, 0)
         hit = self._cached.get(self._active, 0)
-        ids, finish = _take(tokenizer.encode(self.next_reply() + IM_END), max_new_tokens, stop_ids)
+        reply = self.replies.next(self) + IM_END
+        ids, finish = _take(tokenizer.encode(reply), max_new_tokens, stop_ids)
         for token in ids:
             self._history.append(token)
             if on_token is not None:
@@ -216,15 +223,95 @@ class ScriptedEngine(Engine):
         )
 
 
+class ForcedEngine(Engine):
+    """A real engine whose replies follow a script (teacher forcing).
+
+    Every scripted token goes through a real forward pass of the wrapped session under its
+    active adapter (`next_logits`, as `PeftSession` offers: one pass for the prompt, one
+    batched pass for the forced reply), so caches, rebuilds and switch costs are real; only
+    the choice of token is scripted. The logits seen at each reply's
+    first token are kept in `ForcedSession.first_logits` for assertions.
+    """
+
+    def __init__(self, inner: Engine, script: Script) -> None:
+        self.inner = inner
+        self.tokenizer = inner.tokenizer
+        self.script = script
+        self.sessions: list[ForcedSession] = []
+
+    @property
+    def adapters(self) -> Mapping[str, AdapterSpec]:
+        return self.inner.adapters
+
+    def new_session(self) -> ForcedSession:
+        session = ForcedSession(self.inner.new_session(), self.tokenizer, self.script)
+        self.sessions.append(session)
+        return session
+
+    def audit(self) -> AuditReport:
+        return self.inner.audit()
+
+
+class ForcedSession(EngineSession):
+    def __init__(self, inner: Any, tokenizer: Any, script: Script) -> None:
+        self.inner = inner
+        self.tokenizer = tokenizer
+        self.replies = Replies(script)
+        self.first_logits: list[tuple[Config, Any]] = []
+
+    @property
+    def active(self) -> Config:
+        return self.inner.active  # type: ignore[no-any-return]
+
+    @property
+    def history(self) -> Sequence[int]:
+        return self.inner.history  # type: ignore[no-any-return]
+
+    def activate(self, name: str) -> SwitchRecord:
+        return self.inner.activate(name)  # type: ignore[no-any-return]
+
+    def deactivate(self) -> SwitchRecord:
+        return self.inner.deactivate()  # type: ignore[no-any-return]
+
+    def append(self, token_ids: Sequence[int]) -> None:
+        self.inner.append(token_ids)
+
+    def generate(
+        self,
+        max_new_tokens: int,
+        stop_ids: Sequence[int] = (),
+        on_token: Callable[[int], None] | None = None,
+    ) -> GenerationResult:
+        reply = self.tokenizer.encode(self.replies.next(self) + IM_END, add_special_tokens=False)
+        ids, finish = _take(reply, max_new_tokens, stop_ids)
+        start = time.perf_counter()
+        self.first_logits.append((self.active, self.inner.next_logits()))
+        prefill_s = time.perf_counter() - start
+        for token in ids:
+            if on_token is not None:
+                on_token(token)
+        self.inner.append(ids)
+        self.inner.next_logits()  # one batched forward pass over the forced reply
+        decode_s = time.perf_counter() - start - prefill_s
+        text = self.tokenizer.decode(ids)
+        return GenerationResult(tuple(ids), text, finish, 0, len(ids), prefill_s, decode_s, 0.0)
+
+    def prefetch(self, config: Config) -> None:
+        self.inner.prefetch(config)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def spec_for(name: str, path: str = "") -> AdapterSpec:
     return AdapterSpec(name=name, path=path, description=DEFAULT_DESCRIPTIONS.get(name, ""))
 
 
-def by_adapter(replies: Mapping[Config, Sequence[str]]) -> Callable[[ScriptedSession], str]:
+def by_adapter(replies: Mapping[Config, Sequence[str]]) -> Callable[[EngineSession], str]:
     """A script whose next reply depends on the active adapter (one queue per config)."""
     queues = {config: list(items) for config, items in replies.items()}
 
-    def next_reply(session: ScriptedSession) -> str:
+    def next_reply(session: EngineSession) -> str:
         queue = queues.get(session.active)
         if not queue:
             raise RuntimeError(f"the script has no more replies for {session.active!r}")
