@@ -8,7 +8,6 @@ a blob whose bytes no longer hash to its key raises DigestMismatchError at EOF.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import io
 from abc import ABC, abstractmethod
@@ -19,6 +18,7 @@ from urllib.parse import urlparse
 
 from storage.digest import CHUNK_SIZE, check_sha256, iter_chunks
 from storage.errors import DigestMismatchError, UnknownStoreError
+from storage.verify import VerifyingReader
 
 BlobSource = BinaryIO | Iterable[bytes]
 
@@ -76,7 +76,8 @@ class BaseBlobStore(ABC):
         """Stream a blob; reading it to EOF verifies its digest."""
         raw = self._open_raw(check_sha256(digest))
         try:
-            yield cast(BinaryIO, io.BufferedReader(VerifyingReader(raw, digest), CHUNK_SIZE))
+            with io.BufferedReader(VerifyingReader(raw, digest), CHUNK_SIZE) as reader:
+                yield cast(BinaryIO, reader)
         finally:
             raw.close()
 
@@ -100,39 +101,6 @@ class BaseBlobStore(ABC):
     @abstractmethod
     def delete(self, digest: str) -> None:
         """Remove a blob; BlobNotFoundError when absent."""
-
-
-class VerifyingReader(io.RawIOBase):
-    """Hashes what is read from `raw`; at EOF raises DigestMismatchError on a mismatch."""
-
-    def __init__(self, raw: BinaryIO, digest: str) -> None:
-        super().__init__()
-        self._raw = raw
-        self._digest = digest
-        self._hasher = hashlib.sha256()
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        readinto = getattr(self._raw, "readinto", None)
-        if readinto is not None:
-            n = int(readinto(view) or 0)
-        else:
-            data = self._raw.read(len(view))
-            n = len(data)
-            view[:n] = data
-        if n == 0:
-            self._verify()
-            return 0
-        self._hasher.update(view[:n])
-        return n
-
-    def _verify(self) -> None:
-        actual = self._hasher.hexdigest()
-        if actual != self._digest:
-            raise DigestMismatchError(self._digest, actual)
 
 
 def check_expected(digest: str, expected: str | None) -> None:

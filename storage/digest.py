@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO
 
 from storage.errors import InvalidDigestError
@@ -50,3 +51,47 @@ def iter_chunks(src: BinaryIO | Iterable[bytes], chunk_size: int = CHUNK_SIZE) -
         return
     while chunk := read(chunk_size):
         yield chunk
+
+
+class OverlappedSha256:
+    """sha256 that hashes each large update on a helper thread, overlapped with the caller's
+    next I/O (hashlib and file/socket I/O both release the GIL). At most one update is in
+    flight; the caller must not modify the bytes it passed until the next call. Close it
+    (or use it as a context manager) to stop the thread.
+    """
+
+    INLINE_BELOW = 256 * 1024
+
+    def __init__(self) -> None:
+        self._hasher = hashlib.sha256()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
+
+    def update(self, data: bytes | memoryview) -> None:
+        self._wait()
+        if len(data) < self.INLINE_BELOW:
+            self._hasher.update(data)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="sha256")
+        self._pending = self._pool.submit(self._hasher.update, data)
+
+    def hexdigest(self) -> str:
+        self._wait()
+        return self._hasher.hexdigest()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __enter__(self) -> OverlappedSha256:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _wait(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()

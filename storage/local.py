@@ -8,17 +8,15 @@ and renames it into place; the rename is atomic, so concurrent puts of one blob 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
 from storage.base import BaseBlobStore, check_expected
-from storage.digest import check_sha256
+from storage.digest import OverlappedSha256, check_sha256
 from storage.errors import BlobNotFoundError
 
 TMP_DIR = ".tmp"
@@ -86,20 +84,13 @@ class LocalBlobStore(BaseBlobStore):
 
 
 def _write_and_hash(fd: int, chunks: Iterator[bytes]) -> str:
-    """Write and fsync the chunks; hash each one on a helper thread while it is written
-    and the next one read (hashlib and file I/O both release the GIL)."""
-    hasher = hashlib.sha256()
-    with os.fdopen(fd, "wb", buffering=0) as fh, ThreadPoolExecutor(1) as pool:
-        hashing: Future[None] | None = None
+    """Write and fsync the chunks, hashing each one while it is written."""
+    with os.fdopen(fd, "wb", buffering=0) as fh, OverlappedSha256() as hasher:
         for chunk in chunks:
-            if hashing is not None:
-                hashing.result()
-            hashing = pool.submit(hasher.update, chunk)
+            hasher.update(chunk)
             fh.write(chunk)
-        if hashing is not None:
-            hashing.result()
         os.fsync(fh.fileno())
-    return hasher.hexdigest()
+        return hasher.hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from storage import InvalidDigestError, is_sha256, sha256_file
-from storage.digest import check_sha256, iter_chunks
+from storage.digest import OverlappedSha256, check_sha256, iter_chunks
 
 
 @pytest.mark.parametrize("size", [0, 1, 1000, 3 * 1024 * 1024 + 5])
@@ -30,3 +30,11 @@ def test_is_sha256() -> None:
 
 def test_iter_chunks_skips_empty_chunks() -> None:
     assert list(iter_chunks([b"a", b"", bytearray(b"bc")])) == [b"a", b"bc"]
+
+
+def test_overlapped_sha256_equals_hashlib_for_mixed_sizes() -> None:
+    pieces = [b"a" * n for n in (0, 1, 300_000, 5, 1_000_000, 262_143, 262_144)]
+    with OverlappedSha256() as hasher:
+        for piece in pieces:
+            hasher.update(piece)
+        assert hasher.hexdigest() == hashlib.sha256(b"".join(pieces)).hexdigest()
