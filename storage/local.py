@@ -2,7 +2,8 @@
 
 A put streams into a unique temp file under `<root>/.tmp` (same filesystem), fsyncs it,
 and renames it into place; the rename is atomic, so concurrent puts of one blob are safe
-(the last rename wins with identical bytes) and readers never see a partial blob.
+(the last rename wins with identical bytes) and readers never see a partial blob. Temp
+files that a killed process left behind are swept when a store is opened (after a day).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -20,6 +22,7 @@ from storage.digest import OverlappedSha256, check_sha256
 from storage.errors import BlobNotFoundError
 
 TMP_DIR = ".tmp"
+STALE_TMP_SECONDS = 24 * 3600
 
 
 class LocalBlobStore(BaseBlobStore):
@@ -29,6 +32,7 @@ class LocalBlobStore(BaseBlobStore):
         self.root = Path(root).resolve()
         self._tmp = self.root / TMP_DIR
         self._tmp.mkdir(parents=True, exist_ok=True)
+        self._sweep_tmp()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> LocalBlobStore:
@@ -65,6 +69,14 @@ class LocalBlobStore(BaseBlobStore):
             return open(self.path_of(digest), "rb", buffering=0)  # noqa: SIM115
         except FileNotFoundError:
             raise BlobNotFoundError(digest, self.url) from None
+
+    def _sweep_tmp(self) -> None:
+        """Remove temp files a killed process left behind (older than STALE_TMP_SECONDS)."""
+        cutoff = time.time() - STALE_TMP_SECONDS
+        for path in self._tmp.glob("put-*"):
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
 
     def _put_new(self, chunks: Iterator[bytes], expected: str | None) -> str:
         fd, tmp = tempfile.mkstemp(dir=self._tmp, prefix="put-")

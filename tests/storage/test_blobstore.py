@@ -6,6 +6,7 @@ import hashlib
 import io
 import os
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -251,3 +252,15 @@ def test_open_store_schemes(tmp_path: Path) -> None:
     for bad in ("gs://bucket/x", "http://example.com/x"):
         with pytest.raises(UnknownStoreError):
             open_store(bad)
+
+
+def test_local_store_sweeps_stale_temp_files(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path)
+    stale, fresh = store.root / ".tmp" / "put-stale", store.root / ".tmp" / "put-fresh"
+    stale.write_bytes(b"half a blob")
+    fresh.write_bytes(b"a put in progress")
+    old = time.time() - 2 * 24 * 3600
+    os.utime(stale, (old, old))
+    LocalBlobStore(tmp_path)
+    assert not stale.exists()
+    assert fresh.exists()
