@@ -234,7 +234,7 @@ def _router():  # -> APIRouter
         return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @router.post("/v1/episodes", status_code=201)
-    def create_episode(body: EpisodeCreate, rt: RuntimeDep) -> EpisodePublic:
+    async def create_episode(body: EpisodeCreate, rt: RuntimeDep) -> EpisodePublic:
         episode = rt.start(body)
         return EpisodePublic(id=episode.id, status=episode.status, policy=episode.policy.to_json())
 
