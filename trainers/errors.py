@@ -73,8 +73,7 @@ class RootChangedError(TrainerError, RuntimeError):
         self.changed = dict(changed)
         lines = [f"{name}: {before} -> {after}" for name, (before, after) in changed.items()]
         super().__init__(
-            "refusing to publish: weights that must stay frozen changed during training\n  "
-            + "\n  ".join(lines)
+            "refusing to publish: weights that must stay frozen changed\n  " + "\n  ".join(lines)
         )
 
 

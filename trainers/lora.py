@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.tiny import DEFAULT_TARGETS
+from storage.manifest import manifest_of_path
 from trainers.errors import AdapterSpecError, NoSamplesError, RootChangedError
 from trainers.loss import masked_nll
 from trainers.phases import PhaseSample
@@ -163,6 +164,12 @@ def run_steps(
     return losses
 
 
+def file_roots(backbone: str | os.PathLike[str], frozen: Mapping[str, Path]) -> dict[str, Any]:
+    """Manifest roots of the backbone's and the frozen adapters' files, by path."""
+    paths = {"backbone": Path(backbone)} | {f"adapter:{k}": Path(v) for k, v in frozen.items()}
+    return {k: {"path": os.fspath(p), "root": manifest_of_path(p).root} for k, p in paths.items()}
+
+
 def _peft_summary(config: Any) -> dict[str, Any]:
     return {
         "r": config.r,
@@ -212,11 +219,13 @@ def train_lora(
     sequential: Sequence[str] | None = None,
     on_step: StepCallback | None = None,
     before_verify: Hook | None = None,
+    record: Mapping[str, Any] | None = None,
 ) -> TrainResult:
     """Train adapter `adapter` on `samples`; verify frozen roots; save to `out`.
 
     `before_verify(peft_model)` runs between training and the root check (tests inject a
     change there). `sequential` (capability order) trains the groups one after another.
+    `record` (data files, say) is written into training.json with the rest.
     """
     if not samples:
         raise NoSamplesError("no training samples (no phase of the capability in the data?)")
@@ -237,7 +246,10 @@ def train_lora(
         raise RootChangedError(changed)
     covered = sorted({s.capability for s in samples if s.n_supervised})
     meta = {
+        **dict(record or {}),
         "adapter": adapter,
+        "backbone_root": manifest_of_path(backbone).root,
+        "files": file_roots(backbone, frozen),
         "settings": {**asdict(settings), "targets": list(settings.targets)},
         "peft": _peft_summary(peft_model.peft_config[adapter]),
         "roots": before,

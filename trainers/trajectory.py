@@ -271,8 +271,8 @@ def _parse_line(line: str, n: int, source: str) -> Trajectory:
 
 
 def write_trajectories(path: str | os.PathLike[str], trajectories: Sequence[Trajectory]) -> Path:
-    """One compact JSON object per line, keys in a stable order."""
-    lines = (json.dumps(t.to_json(), ensure_ascii=False, sort_keys=True) for t in trajectories)
+    """One JSON object per line; key order kept (tool schemas render in that order)."""
+    lines = (json.dumps(t.to_json(), ensure_ascii=False) for t in trajectories)
     target = Path(path)
     target.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return target

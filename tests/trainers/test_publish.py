@@ -1,0 +1,208 @@
+"""Publishing through the real registry over HTTP (`weact serve` in a subprocess).
+
+LoRA-code is added as a new capability and write -> write++ is published with lineage; both
+leave the backbone and every other adapter bit-identical. Replayed data and changed frozen
+weights are refused before anything is uploaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from registry_server import weact_serve
+
+from cli.main import app
+from registry.client import RegistryClient
+from storage.manifest import manifest_of_path
+from trainers.data import generate
+from trainers.errors import ReplayError, RootChangedError
+from trainers.publish import publish_adapter
+from trainers.trajectory import write_trajectories
+
+FAST = ["--rank", "2", "--alpha", "4", "--epochs", "1", "--lr", "0.01", "--seed", "1"]
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory, tiny_backbone: Path) -> Iterator[dict]:
+    workdir = tmp_path_factory.mktemp("registry")
+    with weact_serve(workdir) as reg:
+        admin = RegistryClient(reg.url, reg.admin_token)
+        publisher = admin.create_token(name="alice", role="publisher")["token"]
+        admin.register_backbone(name="tiny", manifest=manifest_of_path(tiny_backbone).to_json())
+        for order, cap in enumerate(["plan", "search", "write", "code"]):
+            admin.create_capability(name=cap, description=f"{cap} adapter", order=order)
+        with RegistryClient(reg.url, publisher) as client:
+            yield {"url": reg.url, "token": publisher, "client": client, "admin": admin}
+        admin.close()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("data")
+    sets = {
+        "base": generate(2, seed=1),
+        "code": generate(2, seed=2, phases=("plan", "search", "write", "code")),
+        "write2": generate(2, seed=3, write_style="markdown"),
+    }
+    return {name: write_trajectories(root / f"{name}.jsonl", t) for name, t in sets.items()}
+
+
+def _train(backbone: Path, out: Path, capability: str, data: Path, *extra: str) -> Any:
+    args = ["train", "--capability", capability, "--data", str(data), "--backbone", str(backbone)]
+    result = CliRunner().invoke(app, [*args, *FAST, "--out", str(out), *extra])
+    return result
+
+
+def _published(registry: dict, result: Any) -> dict:
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("published "))
+    return registry["client"].get_adapter(int(line.split("(id ")[1].split(",")[0]))
+
+
+@pytest.fixture(scope="module")
+def library(registry, data, tiny_backbone, tmp_path_factory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("library")
+    pub = ["--publish", "--registry", registry["url"], "--token", registry["token"]]
+    out: dict[str, Any] = {"dirs": {}, "adapters": {}}
+    frozen: list[str] = []
+    for cap in ["plan", "search", "write"]:
+        result = _train(tiny_backbone, root / cap, cap, data["base"], *frozen, *pub)
+        out["adapters"][cap] = _published(registry, result)
+        out["dirs"][cap] = root / cap
+        frozen += ["--adapter", f"{cap}={root / cap}"]
+    out["frozen"] = frozen
+    return out
+
+
+def test_published_with_provenance(library, data, tiny_backbone) -> None:
+    write = library["adapters"]["write"]
+    prov = write["provenance"]
+    assert write["backbone"] == manifest_of_path(tiny_backbone).root
+    assert write["manifest_root"] == manifest_of_path(library["dirs"]["write"]).root
+    assert prov["data_digests"] == [_sha(data["base"])]
+    assert prov["capabilities"] == ["write"]
+    assert prov["replay"] is False
+    assert prov["seed"] == 1
+    assert prov["code_version"]
+    assert prov["trainer"]["settings"]["rank"] == 2
+    assert set(prov["trainer"]["roots"]) == {"backbone", "adapter:plan", "adapter:search"}
+
+
+def test_code_added_and_write_plus_plus_with_lineage(
+    registry, library, data, tiny_backbone, tmp_path
+) -> None:
+    client = registry["client"]
+    before = {p: _sha(p) for p in sorted(tiny_backbone.iterdir()) if p.is_file()}
+    for d in library["dirs"].values():
+        before |= {p: _sha(p) for p in sorted(d.iterdir())}
+    pub = ["--publish", "--registry", registry["url"], "--token", registry["token"]]
+    code = _published(
+        registry,
+        _train(tiny_backbone, tmp_path / "code", "code", data["code"], *library["frozen"], *pub),
+    )
+    assert (code["capability"], code["version"], code["parent_id"]) == ("code", 1, None)
+    old_write = library["adapters"]["write"]
+    others = ["--adapter", f"code={tmp_path / 'code'}", *library["frozen"][:4]]
+    plus = _published(
+        registry,
+        _train(
+            tiny_backbone,
+            tmp_path / "write++",
+            "write",
+            data["write2"],
+            "--init",
+            str(library["dirs"]["write"]),
+            *others,
+            *pub,
+            "--parent",
+            str(old_write["id"]),
+            "--label",
+            "write++",
+        ),
+    )
+    assert (plus["capability"], plus["version"], plus["label"]) == ("write", 2, "write++")
+    lineage = client.lineage(plus["id"])
+    assert [a["id"] for a in lineage["ancestors"]] == [old_write["id"]]
+    assert plus["manifest_root"] != old_write["manifest_root"]
+    # nothing else moved: backbone files, the other adapters' files and their registry entries
+    assert {p: _sha(p) for p in before} == before
+    for cap in ["plan", "search", "write"]:
+        entry = client.get_adapter(library["adapters"][cap]["id"])
+        assert entry["files"] == library["adapters"][cap]["files"]
+
+
+def _count(client: RegistryClient) -> int:
+    return client.list_adapters()["total"]
+
+
+def test_replay_of_old_data_refused_unless_allowed(
+    registry, library, data, tiny_backbone, tmp_path
+) -> None:
+    client = registry["client"]
+    write = library["adapters"]["write"]
+    shutil.copytree(library["dirs"]["write"], tmp_path / "again")  # trained on the parent's data
+    n = _count(client)
+    with pytest.raises(ReplayError, match="already used by an ancestor"):
+        publish_adapter(
+            tmp_path / "again", client=client, capability="write", parent_id=write["id"]
+        )
+    assert _count(client) == n
+    again = publish_adapter(
+        tmp_path / "again",
+        client=client,
+        capability="write",
+        parent_id=write["id"],
+        allow_replay=True,
+    )
+    assert again["provenance"]["replay"] is True
+
+
+def test_other_capabilities_supervised_is_replay(registry, data, tiny_backbone, tmp_path) -> None:
+    client = registry["client"]
+    result = CliRunner().invoke(
+        app,
+        ["train", "--shared", "--data", str(data["base"]), "--backbone", str(tiny_backbone)]
+        + [*FAST, "--out", str(tmp_path / "shared")],
+    )
+    assert result.exit_code == 0, result.output
+    n = _count(client)
+    with pytest.raises(ReplayError, match="other capabilities"):
+        publish_adapter(tmp_path / "shared", client=client, capability="write")
+    cli = CliRunner().invoke(
+        app,
+        ["train", "publish", str(tmp_path / "shared"), "--capability", "write"]
+        + ["--registry", registry["url"], "--token", registry["token"]],
+    )
+    assert cli.exit_code == 1
+    assert "other capabilities" in cli.output
+    assert _count(client) == n
+
+
+def test_publish_refused_when_a_frozen_file_changed(
+    registry, library, data, tiny_backbone, tmp_path
+) -> None:
+    plan = tmp_path / "plan-copy"
+    shutil.copytree(library["dirs"]["plan"], plan)
+    result = _train(
+        tiny_backbone, tmp_path / "search2", "search", data["code"], "--adapter", f"plan={plan}"
+    )
+    assert result.exit_code == 0, result.output
+    weights = plan / "adapter_model.safetensors"
+    raw = bytearray(weights.read_bytes())
+    raw[-1] ^= 0x01  # one flipped bit in the frozen adapter
+    weights.write_bytes(bytes(raw))
+    n = _count(registry["client"])
+    with pytest.raises(RootChangedError) as info:
+        publish_adapter(tmp_path / "search2", client=registry["client"], capability="search")
+    assert list(info.value.changed) == ["adapter:plan"]
+    assert _count(registry["client"]) == n

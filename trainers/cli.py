@@ -1,0 +1,331 @@
+"""`weact train`, `weact merge`, `weact eval`: the trainers' commands (mounted lazily).
+
+weact train --capability C --data FILE --backbone PATH --out DIR [--adapter NAME=DIR ...]
+            [--rank --alpha --targets --lr --epochs --seed] [--init DIR]
+            [--publish --registry URL --token T [--parent ID] [--label L] [--allow-replay]]
+weact train --shared [--sequential] --data FILE --backbone PATH --out DIR   (baseline)
+weact train inspect FILE --backbone PATH [--capability C] [--json]
+weact train generate OUT [--n N] [--seed S] [--phases plan,search,write] [--write-style]
+weact train publish DIR --capability C --registry URL --token T [--parent ID] [--label L]
+weact merge --method linear|ties|dare_ties|tspa --adapter [NAME=]DIR ... --out DIR
+weact eval nll --backbone PATH --adapter NAME=DIR ... --data FILE [--json]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainers.errors import AdapterSpecError, NoSamplesError, TrainerError
+
+logger = logging.getLogger(__name__)
+SHARED = "shared"
+
+
+def _fail_cleanly(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Typed errors become one-line click errors (exit 1), never tracebacks."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from registry.errors import RegistryError
+        from storage.errors import StorageError
+
+        try:
+            return fn(*args, **kwargs)
+        except (TrainerError, RegistryError, StorageError) as exc:
+            raise click.ClickException(str(exc)) from exc
+
+    return wrapper
+
+
+def parse_adapters(specs: Sequence[str], *, named: bool = True) -> dict[str, Path]:
+    """`NAME=DIR` options as {name: dir}; without `named`, a bare DIR is named after itself."""
+    out: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            if named:
+                raise AdapterSpecError(f"--adapter {spec!r}: expected NAME=DIR")
+            name, path = Path(spec).name, spec
+        if not name or not path:
+            raise AdapterSpecError(f"--adapter {spec!r}: expected NAME=DIR")
+        if name in out:
+            raise AdapterSpecError(f"--adapter {name!r} given twice")
+        if not (Path(path) / "adapter_config.json").is_file():
+            raise AdapterSpecError(f"--adapter {name}={path}: no adapter_config.json there")
+        out[name] = Path(path)
+    return out
+
+
+def _tokenizer(backbone: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(backbone)
+
+
+def _samples(data: Sequence[Path], backbone: Path, capabilities: set[str] | None) -> list[Any]:
+    from trainers.phases import build_samples
+    from trainers.trajectory import read_trajectories
+
+    trajectories = [t for path in data for t in read_trajectories(path)]
+    return build_samples(trajectories, _tokenizer(backbone), capabilities)
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[Callable[[int, int, float], None]]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
+    columns.append(TextColumn("loss {task.fields[loss]:.4f}"))
+    with Progress(*columns, transient=False) as progress:
+        task = progress.add_task(label, total=None, loss=float("nan"))
+
+        def on_step(step: int, total: int, loss: float) -> None:
+            progress.update(task, completed=step, total=total, loss=loss)
+
+        yield on_step
+
+
+def _registry_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "--registry", "registry_url", envvar="WEACT_REGISTRY_URL", help="Registry URL."
+        ),
+        click.option("--token", envvar="WEACT_TOKEN", help="Publisher token."),
+        click.option("--parent", "parent_id", type=int, help="Parent adapter id (an update)."),
+        click.option("--label", help="Version label, e.g. write++."),
+        click.option("--allow-replay", is_flag=True, help="Publish anyway, recording replay."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _publish(directory: Path, capability: str, opts: dict[str, Any]) -> dict[str, Any]:
+    from registry.client import RegistryClient
+    from trainers.publish import publish_adapter
+
+    if not opts.get("registry_url"):
+        raise click.UsageError("publishing needs --registry URL (or WEACT_REGISTRY_URL)")
+    with RegistryClient(opts["registry_url"], opts.get("token")) as client:
+        adapter = publish_adapter(
+            directory,
+            client=client,
+            capability=capability,
+            parent_id=opts.get("parent_id"),
+            label=opts.get("label"),
+            allow_replay=bool(opts.get("allow_replay")),
+        )
+    return dict(adapter)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--capability", help="The capability whose adapter is trained.")
+@click.option("--shared", is_flag=True, help="Baseline: one LoRA on every phase.")
+@click.option("--sequential", is_flag=True, help="With --shared: one capability after another.")
+@click.option("--data", "data", multiple=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--backbone", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--adapter", "adapters", multiple=True, help="Frozen adapter NAME=DIR (repeat).")
+@click.option("--init", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--rank", default=8, show_default=True)
+@click.option("--alpha", default=16.0, show_default=True)
+@click.option("--targets", default="q_proj,k_proj,v_proj,o_proj", show_default=True)
+@click.option("--lr", default=1e-3, show_default=True)
+@click.option("--epochs", default=1, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path))
+@click.option("--publish", "do_publish", is_flag=True, help="Publish to the registry after.")
+@_registry_options
+@click.pass_context
+@_fail_cleanly
+def train(ctx: click.Context, **opts: Any) -> None:
+    """Phase-wise LoRA training of one capability (or a baseline), then optionally publish."""
+    if ctx.invoked_subcommand is not None:
+        return
+    _check_train_options(opts)
+    from trainers.lora import LoraSettings, train_lora
+    from trainers.publish import data_record
+
+    cap = opts["capability"]
+    name = SHARED if opts["shared"] else cap
+    samples = _samples(opts["data"], opts["backbone"], None if opts["shared"] else {cap})
+    if not samples:
+        raise NoSamplesError(f"no {cap!r} phase with supervised tokens in {list(opts['data'])}")
+    settings = LoraSettings(
+        rank=opts["rank"],
+        alpha=opts["alpha"],
+        targets=tuple(t for t in opts["targets"].split(",") if t),
+        lr=opts["lr"],
+        epochs=opts["epochs"],
+        seed=opts["seed"],
+    )
+    order = list(dict.fromkeys(s.capability for s in samples)) if opts["sequential"] else None
+    with _progress(f"train {name}") as on_step:
+        result = train_lora(
+            backbone=opts["backbone"],
+            adapter=name,
+            samples=samples,
+            out=opts["out"],
+            settings=settings,
+            frozen=parse_adapters(opts["adapters"]),
+            init=opts["init"],
+            sequential=order,
+            on_step=on_step,
+            record=data_record(list(opts["data"])),
+        )
+    click.echo(
+        f"{name}: {len(samples)} samples, loss {result.losses[0]:.4f} -> {result.losses[-1]:.4f}"
+    )
+    click.echo(f"frozen roots unchanged: {', '.join(sorted(result.roots))}")
+    click.echo(f"saved {result.out}")
+    if opts["do_publish"]:
+        adapter = _publish(result.out, cap or SHARED, opts)
+        click.echo(f"published {adapter['name']} (id {adapter['id']}, state {adapter['state']})")
+
+
+def _check_train_options(opts: dict[str, Any]) -> None:
+    missing = [k for k in ("data", "backbone", "out") if not opts[k]]
+    if not opts["shared"] and not opts["capability"]:
+        missing.insert(0, "capability")
+    if missing:
+        raise click.UsageError("missing " + ", ".join(f"--{m}" for m in missing))
+    if opts["sequential"] and not opts["shared"]:
+        raise click.UsageError("--sequential goes with --shared")
+    if opts["do_publish"] and not opts["capability"]:
+        raise click.UsageError("--publish needs --capability (the registry capability)")
+
+
+@train.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--backbone", required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--capability", help="Only this capability's phases.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per sample.")
+@_fail_cleanly
+def inspect(file: Path, backbone: Path, capability: str | None, as_json: bool) -> None:
+    """Print each phase sample; unsupervised tokens are dimmed."""
+    samples = _samples([file], backbone, {capability} if capability else None)
+    if as_json:
+        for sample in samples:
+            click.echo(json.dumps(sample.to_json()))
+        return
+    _show(samples, _tokenizer(backbone))
+
+
+def _show(samples: Sequence[Any], tokenizer: Any) -> None:
+    from itertools import groupby
+
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(highlight=False)
+    for s in samples:
+        console.rule(
+            f"{s.trajectory} · phase {s.phase} · {s.capability} · "
+            f"{len(s.input_ids)} tokens, {s.n_supervised} supervised"
+        )
+        text = Text()
+        pairs = zip(s.input_ids, s.loss_mask, strict=True)
+        for bit, run in groupby(pairs, key=lambda p: p[1]):
+            ids = [i for i, _ in run]
+            text.append(tokenizer.decode(ids), style="bold" if bit else "dim")
+        console.print(text)
+
+
+@train.command()
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--n", "count", default=20, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--phases", default="plan,search,write", show_default=True)
+@click.option("--write-style", default="plain", type=click.Choice(["plain", "markdown"]))
+@_fail_cleanly
+def generate(out: Path, count: int, seed: int, phases: str, write_style: str) -> None:
+    """Write deterministic research trajectories (JSONL) over the offline knowledge base."""
+    from trainers.data import generate as make
+    from trainers.trajectory import write_trajectories
+
+    try:
+        trajectories = make(count, seed, tuple(phases.split(",")), write_style)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    write_trajectories(out, trajectories)
+    click.echo(f"wrote {len(trajectories)} trajectories to {out}")
+
+
+@train.command("publish")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--capability", required=True)
+@_registry_options
+@_fail_cleanly
+def publish_cmd(directory: Path, capability: str, **opts: Any) -> None:
+    """Publish an adapter trained by `weact train` (provenance from its training.json)."""
+    adapter = _publish(directory, capability, opts)
+    click.echo(json.dumps(adapter, indent=2))
+
+
+@click.command()
+@click.option("--method", required=True, type=click.Choice(["linear", "ties", "dare_ties", "tspa"]))
+@click.option("--adapter", "adapters", multiple=True, required=True, help="[NAME=]DIR (repeat).")
+@click.option("--weight", "weights", multiple=True, type=float, help="One per adapter.")
+@click.option("--density", default=0.5, show_default=True, help="ties / dare_ties: kept fraction.")
+@click.option("--seed", default=0, show_default=True, help="dare_ties: random drop seed.")
+@click.option("--rank", type=int, help="ties / dare_ties: SVD rank (default: sum of ranks).")
+@click.option("--out", required=True, type=click.Path(path_type=Path))
+@_fail_cleanly
+def merge(method: str, adapters: tuple[str, ...], weights: tuple[float, ...], **opts: Any) -> None:
+    """Static-merge baselines: Full Additive (linear), TIES, DARE-TIES into one PEFT adapter."""
+    from trainers.merge import MergeSpec, merge_adapters
+
+    paths = list(parse_adapters(adapters, named=False).values())
+    spec = MergeSpec(method, tuple(weights) or None, opts["density"], opts["seed"], opts["rank"])
+    out = merge_adapters(paths, opts["out"], spec)
+    click.echo(f"merged {len(paths)} adapters ({method}) into {out}")
+
+
+@click.group("eval")
+def eval_() -> None:
+    """Evaluate adapters."""
+
+
+@eval_.command()
+@click.option("--backbone", required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--adapter", "adapters", multiple=True, help="CAPABILITY=DIR, or *=DIR for all.")
+@click.option(
+    "--data", "data", multiple=True, required=True, type=click.Path(exists=True, path_type=Path)
+)
+@click.option("--json", "as_json", is_flag=True)
+@_fail_cleanly
+def nll(backbone: Path, adapters: tuple[str, ...], data: tuple[Path, ...], as_json: bool) -> None:
+    """Masked NLL per capability on held-out phase samples (no adapter: the bare backbone)."""
+    from trainers.evaluate import evaluate_nll
+
+    assignment: dict[str, Path | None] = dict(parse_adapters(adapters))
+    default = assignment.pop("*", None)
+    samples = _samples(list(data), backbone, None)
+    if not samples:
+        raise NoSamplesError("no phase samples in the data")
+    scores = evaluate_nll(
+        backbone=backbone, samples=samples, assignment=assignment, default=default
+    )
+    if as_json:
+        click.echo(json.dumps([s.to_json() for s in scores.values()], indent=2))
+        return
+    _table(scores)
+
+
+def _table(scores: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("capability", "adapter", "samples", "tokens", "masked NLL")
+    for s in scores.values():
+        table.add_row(
+            s.capability, s.adapter or "(backbone)", str(s.samples), str(s.tokens), f"{s.mean:.4f}"
+        )
+    Console().print(table)
