@@ -3,15 +3,39 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from registry.domain import AdapterState, Role
 
+MAX_DB_INT = 2**31 - 1
+DbInt = Annotated[int, Field(ge=0, le=MAX_DB_INT)]
+DbId = Annotated[int, Field(ge=1, le=MAX_DB_INT)]
+Score = Annotated[float, Field(allow_inf_nan=False)]
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
 
 class In(BaseModel):
+    """Request bodies: unknown fields and NUL characters are refused."""
+
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        if _has_nul(data):
+            raise ValueError("strings must not contain NUL characters")
+        return data
 
 
 class Out(BaseModel):
@@ -45,10 +69,10 @@ class BlobPublic(Out):
 
 
 class TensorIn(In):
-    name: str
-    dtype: str
-    shape: list[int]
-    digest: str
+    name: str = Field(max_length=1024)
+    dtype: str = Field(max_length=16)
+    shape: list[DbInt]
+    digest: str = Field(max_length=64)
 
 
 class ManifestIn(In):
@@ -72,9 +96,9 @@ class BackbonePublic(Out):
 
 
 class CapabilityCreate(In):
-    name: str
+    name: str = Field(max_length=64)
     description: str = Field(default="", max_length=4096)
-    order: int | None = None
+    order: DbInt | None = None
 
 
 class CapabilityPublic(Out):
@@ -89,13 +113,13 @@ class Provenance(In):
     replay: bool = False
     trainer: dict[str, Any] = Field(default_factory=dict)
     seed: int | None = None
-    code_version: str | None = None
+    code_version: str | None = Field(default=None, max_length=256)
 
 
 class AdapterCreate(In):
-    capability: str
-    backbone: str
-    parent_id: int | None = None
+    capability: str = Field(max_length=64)
+    backbone: str = Field(max_length=64)
+    parent_id: DbId | None = None
     label: str | None = Field(default=None, max_length=128)
     files: dict[str, str]
     provenance: Provenance = Field(default_factory=Provenance)
@@ -137,12 +161,12 @@ class Decision(In):
 
 class BenchmarkCreate(In):
     name: str = Field(min_length=1, max_length=128)
-    version: int = Field(ge=1)
-    dataset_digest: str
-    scope: str
+    version: DbId
+    dataset_digest: str = Field(max_length=64)
+    scope: str = Field(max_length=64)
     metric: str = Field(min_length=1, max_length=64)
     direction: Literal["higher", "lower"]
-    tolerance: float = Field(ge=0)
+    tolerance: float = Field(ge=0, allow_inf_nan=False)
 
 
 class BenchmarkPublic(Out):
@@ -156,13 +180,13 @@ class BenchmarkPublic(Out):
 
 
 class EvaluationCreate(In):
-    benchmark: str
-    benchmark_version: int
-    library_digest: str | None = None
-    adapter_id: int | None = None
-    score: float = Field(allow_inf_nan=False)
-    n: int = Field(ge=1)
-    items_digest: str | None = None
+    benchmark: str = Field(max_length=128)
+    benchmark_version: DbId
+    library_digest: str | None = Field(default=None, max_length=64)
+    adapter_id: DbId | None = None
+    score: Score
+    n: DbId
+    items_digest: str | None = Field(default=None, max_length=64)
 
 
 class EvaluationPublic(Out):
@@ -198,16 +222,16 @@ class RevisionPublic(Out):
 
 
 class PromoteRequest(In):
-    backbone: str | None = None
-    adapters: dict[str, int | None] = Field(default_factory=dict)
+    backbone: str | None = Field(default=None, max_length=64)
+    adapters: dict[str, DbId | None] = Field(default_factory=dict)
     order: list[str] | None = None
-    expected_revision: int | None = None
+    expected_revision: DbInt | None = None
     reason: str | None = Field(default=None, max_length=4096)
 
 
 class RollbackRequest(In):
-    to_revision: int = Field(ge=1)
-    expected_revision: int | None = None
+    to_revision: DbId
+    expected_revision: DbInt | None = None
     reason: str | None = Field(default=None, max_length=4096)
 
 
@@ -234,14 +258,14 @@ class PromotePublic(Out):
 
 class AuditIn(In):
     ok: bool
-    backbone_root: str | None = None
+    backbone_root: str | None = Field(default=None, max_length=64)
     adapters: dict[str, str] = Field(default_factory=dict)
-    detail: str | None = None
+    detail: str | None = Field(default=None, max_length=4096)
 
 
 class HeartbeatIn(In):
-    channel: str
-    revision: int | None = Field(default=None, ge=0)
+    channel: str = Field(max_length=64)
+    revision: DbInt | None = None
     audit: AuditIn
 
 

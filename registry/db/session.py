@@ -15,7 +15,10 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session, sessionmaker
+
+from registry.errors import InvalidError
 
 _WRITE_OPTION = "weact_write"
 
@@ -72,6 +75,9 @@ class Database:
             try:
                 yield session
                 session.commit()
+            except DataError as exc:
+                session.rollback()
+                raise InvalidError(f"value not accepted by the database: {exc.orig}") from exc
             except BaseException:
                 session.rollback()
                 raise

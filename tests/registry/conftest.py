@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from harness import Harness, World, make_tokens, make_world
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.pool import NullPool
 
 from registry.api.app import create_app
 from registry.db.migrate import upgrade
@@ -52,12 +53,15 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _truncate(url: str) -> None:
-    engine = create_engine(url)
-    tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
+_PG_ENGINES: dict[str, Engine] = {}
+
+
+def _empty(url: str) -> None:
+    """Delete every row (cheaper than TRUNCATE for tables this small)."""
+    engine = _PG_ENGINES.setdefault(url, create_engine(url, poolclass=NullPool))
     with engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
-    engine.dispose()
+        for table in reversed(Base.metadata.sorted_tables):
+            conn.execute(table.delete())
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -67,7 +71,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
         return f"sqlite:///{path}"
     url: str = request.getfixturevalue("pg_url")
-    _truncate(url)
+    _empty(url)
     return url
 
 

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from registry.api.deps import Approver, Publisher, Reader, StateDep
-from registry.api.schemas import AdapterCreate, AdapterPage, AdapterPublic, Decision, LineagePublic
+from registry.api.schemas import (
+    MAX_DB_INT,
+    AdapterCreate,
+    AdapterPage,
+    AdapterPublic,
+    Decision,
+    LineagePublic,
+)
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page
 from registry.services import adapters, lifecycle
 
 router = APIRouter(tags=["adapters"])
+
+AdapterId = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
 
 
 @router.post("/adapters", response_model=AdapterPublic, status_code=201)
@@ -38,7 +47,7 @@ def get_adapters(
     backbone: str | None = None,
     adapter_state: Annotated[AdapterState | None, Query(alias="state")] = None,
     limit: Annotated[int, Query(ge=1, le=adapters.MAX_PAGE)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_DB_INT)] = 0,
 ) -> Page:
     with state.db.read() as session:
         return adapters.list_adapters(
@@ -52,19 +61,21 @@ def get_adapters(
 
 
 @router.get("/adapters/{adapter_id}", response_model=AdapterPublic)
-def get_adapter(adapter_id: int, state: StateDep, _reader: Reader) -> AdapterVersion:
+def get_adapter(adapter_id: AdapterId, state: StateDep, _reader: Reader) -> AdapterVersion:
     with state.db.read() as session:
         return adapters.get_adapter(session=session, adapter_id=adapter_id)
 
 
 @router.get("/adapters/{adapter_id}/lineage", response_model=LineagePublic)
-def get_lineage(adapter_id: int, state: StateDep, _reader: Reader) -> Lineage:
+def get_lineage(adapter_id: AdapterId, state: StateDep, _reader: Reader) -> Lineage:
     with state.db.read() as session:
         return adapters.lineage(session=session, adapter_id=adapter_id)
 
 
 @router.post("/adapters/{adapter_id}/approve", response_model=AdapterPublic)
-def approve(adapter_id: int, body: Decision, state: StateDep, actor: Approver) -> AdapterVersion:
+def approve(
+    adapter_id: AdapterId, body: Decision, state: StateDep, actor: Approver
+) -> AdapterVersion:
     with state.db.write() as session:
         return lifecycle.approve_adapter(
             session=session, actor=actor, adapter_id=adapter_id, reason=body.reason
@@ -72,7 +83,9 @@ def approve(adapter_id: int, body: Decision, state: StateDep, actor: Approver) -
 
 
 @router.post("/adapters/{adapter_id}/reject", response_model=AdapterPublic)
-def reject(adapter_id: int, body: Decision, state: StateDep, actor: Approver) -> AdapterVersion:
+def reject(
+    adapter_id: AdapterId, body: Decision, state: StateDep, actor: Approver
+) -> AdapterVersion:
     with state.db.write() as session:
         return lifecycle.reject_adapter(
             session=session, actor=actor, adapter_id=adapter_id, reason=body.reason
@@ -80,7 +93,9 @@ def reject(adapter_id: int, body: Decision, state: StateDep, actor: Approver) ->
 
 
 @router.post("/adapters/{adapter_id}/revoke", response_model=AdapterPublic)
-def revoke(adapter_id: int, body: Decision, state: StateDep, actor: Approver) -> AdapterVersion:
+def revoke(
+    adapter_id: AdapterId, body: Decision, state: StateDep, actor: Approver
+) -> AdapterVersion:
     with state.db.write() as session:
         adapter = lifecycle.revoke_adapter(
             session=session, actor=actor, adapter_id=adapter_id, reason=body.reason

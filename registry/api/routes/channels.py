@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from registry.api.deps import Approver, Reader, StateDep
 from registry.api.schemas import (
+    MAX_DB_INT,
     GateReportPublic,
     PromotePublic,
     PromoteRequest,
@@ -74,7 +75,7 @@ async def get_channel(
     name: str,
     state: StateDep,
     _reader: Reader,
-    after: Annotated[int | None, Query(ge=0)] = None,
+    after: Annotated[int | None, Query(ge=0, le=MAX_DB_INT)] = None,
     wait: Annotated[float, Query(ge=0, le=3600)] = 0.0,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from registry.api.deps import Reader, StateDep
-from registry.api.schemas import EventPublic, VerifyPublic
+from registry.api.schemas import MAX_DB_INT, EventPublic, VerifyPublic
 from registry.domain import Event, VerifyReport
 from registry.services import events
 
@@ -18,7 +18,7 @@ router = APIRouter(tags=["events"])
 def get_events(
     state: StateDep,
     _reader: Reader,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_DB_INT)] = 0,
     limit: Annotated[int, Query(ge=1, le=events.MAX_EVENTS)] = 100,
 ) -> list[Event]:
     with state.db.read() as session:
