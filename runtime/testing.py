@@ -32,6 +32,7 @@ from runtime.engine import (
     SwitchRecord,
 )
 from runtime.errors import AdapterAlreadyActiveError, NoActiveAdapterError, UnknownAdapterError
+from runtime.tools import DEFAULT_DESCRIPTIONS
 
 SPECIALS = ("<|endoftext|>", IM_START, IM_END)
 _SPECIAL_RE = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
@@ -39,12 +40,6 @@ _SPECIAL_RE = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
 # A script is a list of replies (each session replays its own copy from the start) or a
 # function of the session that returns the next reply (for replies that depend on state).
 Script = Sequence[str] | Callable[[EngineSession], str]
-
-DEFAULT_DESCRIPTIONS = {
-    "plan": "Break the task into steps and decide what to look up.",
-    "search": "Query the knowledge base with the search tool and collect evidence.",
-    "write": "Write the final answer from the collected evidence.",
-}
 
 
 class CharTokenizer:
@@ -194,7 +189,7 @@ class ScriptedEngine(Engine):
 
     def __init__(
         self,
-        adapters: Sequence[str] | Mapping[str, AdapterSpec] = tuple(DEFAULT_DESCRIPTIONS),
+        adapters: Sequence[str] | Mapping[str, AdapterSpec] = ("plan", "search", "write"),
         script: Script = (),
         tokenizer: object | None = None,
     ) -> None:

@@ -43,6 +43,13 @@ LOAD_LORA = "load_lora"
 OFFLOAD_LORA = "offload_lora"
 INTERNAL_TOOLS = (LOAD_LORA, OFFLOAD_LORA)
 EPISODE_META_KEY = "weact/episode"
+# What load_lora tells the model about the paper's capabilities when no registry describes them.
+DEFAULT_DESCRIPTIONS = {
+    "plan": "Break the task into steps and decide what to look up.",
+    "search": "Query the knowledge base with the search tool and collect evidence.",
+    "write": "Write the final answer from the collected evidence.",
+    "code": "Write and explain code.",
+}
 
 
 class ToolConflictError(RuntimeEngineError, ValueError):

@@ -19,8 +19,8 @@ from runtime.engine import AdapterSpec
 from runtime.episode import EpisodeManager
 from runtime.kb import serve_search_tool
 from runtime.policy import HardPolicy
-from runtime.testing import DEFAULT_DESCRIPTIONS, ForcedEngine, by_adapter, call
-from runtime.tools import McpToolbox
+from runtime.testing import ForcedEngine, by_adapter, call
+from runtime.tools import DEFAULT_DESCRIPTIONS, McpToolbox
 
 SCRIPT = {
     None: [

@@ -1,0 +1,154 @@
+"""`weact runtime` on the tiny model: run an episode, serve with a token, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from cli.main import app
+
+
+def adapter_args(adapters: dict[str, Path]) -> list[str]:
+    return [arg for name, path in adapters.items() for arg in ("--adapter", f"{name}={path}")]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, ["runtime", *args], catch_exceptions=False)
+
+
+def test_run_prints_the_trajectory_as_json(tiny_backbone, tiny_adapters) -> None:
+    result = invoke(
+        "run",
+        "--task",
+        "Capital of France?",
+        "--backbone",
+        str(tiny_backbone),
+        *adapter_args(tiny_adapters),
+        "--policy",
+        "hard",
+        "--max-steps",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    trajectory = json.loads(result.stdout)
+    assert trajectory["status"] == "done"
+    assert trajectory["task"] == "Capital of France?"
+    assert trajectory["policy"] == {"kind": "hard", "order": ["plan", "search", "write"]}
+    generated = [s for s in trajectory["steps"] if not s["forced"]]
+    assert len(generated) == 2
+    assert generated[0]["prefilled"] > 100  # the real prompt, with the tool list, went through
+    assert all(s["decoded"] >= 1 for s in generated)
+    assert trajectory["messages"][0] == {"role": "user", "content": "Capital of France?"}
+
+
+def test_run_prints_a_table(tiny_backbone, tiny_adapters) -> None:
+    result = invoke(
+        "run",
+        "--task",
+        "Hi",
+        "--backbone",
+        str(tiny_backbone),
+        *adapter_args(tiny_adapters),
+        "--policy",
+        "soft",
+        "--no-kb",
+        "--max-steps",
+        "1",
+        "--max-new-tokens",
+        "3",
+    )
+    assert result.exit_code == 0, result.output
+    assert "prefilled" in result.output
+    assert "finish: " in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--adapter", "plan"], "is not NAME=DIR"),
+        (["--adapter", "plan=/no/such/dir"], "is not a directory"),
+        (["--policy", "greedy"], "'greedy' is not one of"),
+        (["--order", "plan,draw"], "unknown capabilities draw"),
+        (["--engine", "tpu"], "unknown engine 'tpu'"),
+    ],
+)
+def test_bad_input_is_a_clear_error(tiny_backbone, tiny_adapters, args, message) -> None:
+    base = ["run", "--task", "x", "--backbone", str(tiny_backbone)]
+    result = CliRunner().invoke(app, ["runtime", *base, *adapter_args(tiny_adapters), *args])
+    assert result.exit_code in (1, 2)
+    assert message in result.output
+
+
+def test_bad_backbone(tmp_path) -> None:
+    result = CliRunner().invoke(
+        app, ["runtime", "run", "--task", "x", "--backbone", str(tmp_path / "nope")]
+    )
+    assert result.exit_code == 2
+    assert "is not a directory" in result.output
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_serve_builds_a_guarded_app_on_localhost(tiny_backbone, tiny_adapters, monkeypatch):
+    """`serve` in-process: the app it hands to uvicorn, then served for real."""
+    import uvicorn
+
+    from runtime.testing import serve
+
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port: seen.update(app=app, host=host))
+    monkeypatch.setenv("WEACT_RUNTIME_TOKEN", "tok")
+    result = invoke("serve", "--backbone", str(tiny_backbone), *adapter_args(tiny_adapters))
+    assert result.exit_code == 0, result.output
+    assert seen["host"] == "127.0.0.1"
+    with serve(seen["app"]) as base:
+        assert httpx.get(f"{base}/healthz").status_code == 401
+        ok = httpx.get(f"{base}/healthz", headers={"Authorization": "Bearer tok"})
+        assert ok.json()["adapters"] == ["plan", "search", "write"]
+
+
+@pytest.mark.slow
+def test_serve_binds_localhost_and_requires_the_token(tiny_backbone, tiny_adapters) -> None:
+    port = free_port()
+    env = {**os.environ, "WEACT_RUNTIME_TOKEN": "tok"}
+    weact = [sys.executable, "-c", "from cli.main import main; main()"]
+    cmd = [*weact, "runtime", "serve", "--backbone", str(tiny_backbone)]
+    proc = subprocess.Popen(
+        [*cmd, *adapter_args(tiny_adapters), "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/healthz"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                response = httpx.get(url)
+                break
+            except httpx.ConnectError:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert response.status_code == 401
+        ok = httpx.get(url, headers={"Authorization": "Bearer tok"})
+        assert ok.json()["adapters"] == ["plan", "search", "write"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
