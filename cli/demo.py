@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import click
 import httpx
@@ -140,7 +140,7 @@ def build_weights(root: Path) -> Weights:
 
 
 PLAIN_HIDDEN, PLAIN_LAYERS, PLAIN_VOCAB, PLAIN_RANK = 32, 2, 128, 4
-Tensors = dict[str, tuple[tuple[int, ...], array.array[float]]]
+Tensors: TypeAlias = "dict[str, tuple[tuple[int, ...], array.array[float]]]"
 
 
 def build_plain_weights(root: Path) -> Weights:
