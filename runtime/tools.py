@@ -210,11 +210,17 @@ class McpToolbox:
     async def __aenter__(self) -> McpToolbox:
         from mcp import Client
 
-        async with AsyncExitStack() as stack:
+        stack = AsyncExitStack()
+        try:
             for target in self.targets:
                 client = await stack.enter_async_context(Client(target))
-                await self._add(client)
-            self._stack = stack.pop_all()
+                problem = self._add(client, (await client.list_tools()).tools)
+                if problem:
+                    raise ToolConflictError(problem)
+        except BaseException:
+            await stack.aclose()  # outside the clients' task groups: the error stays unwrapped
+            raise
+        self._stack = stack
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -222,12 +228,15 @@ class McpToolbox:
             await self._stack.aclose()
         self._stack = None
 
-    async def _add(self, client: Any) -> None:
-        for tool in (await client.list_tools()).tools:
-            if tool.name in INTERNAL_TOOLS or tool.name in self._routes:
-                raise ToolConflictError(f"tool name {tool.name!r} is offered twice")
+    def _add(self, client: Any, tools: Sequence[Any]) -> str | None:
+        for tool in tools:
+            if tool.name in INTERNAL_TOOLS:
+                return f"tool name {tool.name!r} is reserved for the runtime's internal actions"
+            if tool.name in self._routes:
+                return f"tool name {tool.name!r} is offered by two servers"
             self._routes[tool.name] = client
             self._schemas.append(mcp_tool_schema(tool))
+        return None
 
     def schemas(self) -> list[dict[str, Any]]:
         return list(self._schemas)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 
@@ -155,3 +156,57 @@ def test_concurrent_named_episodes(url) -> None:
 
     anyio.run(main)
     assert outcomes == {f"concurrent-{i}": [False, True, False] for i in range(4)}
+
+
+@pytest.fixture(scope="module")
+def kb_url() -> Iterator[str]:
+    from runtime.kb import serve_search_tool
+
+    with serve(serve_search_tool().streamable_http_app()) as base:
+        yield f"{base}/mcp"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_external_tools_over_each_transport(transport, request) -> None:
+    """The agent's toolbox reaches an external MCP tool server over stdio and HTTP."""
+    from runtime.tools import McpToolbox
+
+    if transport == "stdio":
+        target = StdioServerParameters(command=sys.executable, args=["-m", "runtime.kb"])
+    else:
+        target = request.getfixturevalue("kb_url")
+
+    async def main():
+        async with McpToolbox([target]) as box:
+            found = await box.call("search", {"query": "capital of Egypt", "k": 1})
+            refused = await box.call("search", {"query": "x", "k": 0})
+            missing = await box.call("search", {"k": 1})
+            return box.schemas(), found, refused, missing
+
+    schemas, found, refused, missing = anyio.run(main)
+    assert [s["function"]["name"] for s in schemas] == ["search"]
+    assert schemas[0]["function"]["parameters"]["required"] == ["query"]
+    assert not found.is_error
+    assert json.loads(found.content)[0]["id"] == "cairo"
+    assert refused.is_error
+    assert "k must be" in refused.message
+    assert missing.is_error
+
+
+@pytest.mark.parametrize("clash", ["load_lora", "search"])
+def test_toolbox_refuses_clashing_tool_names(clash) -> None:
+    from runtime.episode import EpisodeManager
+    from runtime.kb import serve_search_tool
+    from runtime.tools import McpToolbox, ToolConflictError, build_mcp_server
+
+    if clash == "load_lora":
+        servers = [build_mcp_server(EpisodeManager(ScriptedEngine()))]
+    else:
+        servers = [serve_search_tool(), serve_search_tool()]
+
+    async def main():
+        async with McpToolbox(servers):
+            pass
+
+    with pytest.raises(ToolConflictError, match=f"'{clash}'"):
+        anyio.run(main)
