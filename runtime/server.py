@@ -25,7 +25,13 @@ import anyio
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -92,6 +98,19 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.episodes = Counter(
+            "weact_runtime_episodes", "Finished episodes", ["status"], registry=self.registry
+        )
+        self.tokens = Counter(
+            "weact_runtime_tokens", "Tokens run through the model", ["kind"], registry=self.registry
+        )
+        self.seconds = Counter(
+            "weact_runtime_model_seconds",
+            "Model time (tokens/s = tokens / seconds per kind)",
+            ["kind"],
+            registry=self.registry,
+        )
+
     def on_switch(self, record: SwitchRecord) -> None:
         self.switch_s.observe(record.seconds)
 
@@ -99,6 +118,11 @@ class Metrics:
         for step in episode.steps:
             if step.rebuild_s > 0:
                 self.rebuild_s.observe(step.rebuild_s)
+            self.tokens.labels("prefilled").inc(step.prefilled)
+            self.tokens.labels("decoded").inc(step.decoded)
+            self.seconds.labels("prefilled").inc(step.prefill_s)
+            self.seconds.labels("decoded").inc(step.decode_s)
+        self.episodes.labels(episode.status).inc()
         t = totals(episode)
         self.episode_s.observe(episode.elapsed_s)
         self.switch_share.observe(t["switch_share"])
