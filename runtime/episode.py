@@ -162,14 +162,15 @@ class EpisodeManager:
 
     def create(self, *, policy: Policy | None = None, task: str | None = None) -> Episode:
         with self._lock:
-            self._make_room()
-            policy = policy or self.policy
-            control = AdapterControl(
-                self.engine.new_session(), policy, self.engine.adapters, on_switch=self.on_switch
-            )
-            episode = Episode(uuid.uuid4().hex, policy, control, task=task)
-            self._episodes[episode.id] = episode
-            return episode
+            return self._create(policy or self.policy, task)
+
+    def _create(self, policy: Policy, task: str | None) -> Episode:
+        self._make_room()
+        session = self.engine.new_session()
+        control = AdapterControl(session, policy, self.engine.adapters, on_switch=self.on_switch)
+        episode = Episode(uuid.uuid4().hex, policy, control, task=task)
+        self._episodes[episode.id] = episode
+        return episode
 
     def get(self, episode_id: str) -> Episode:
         with self._lock:
@@ -185,10 +186,9 @@ class EpisodeManager:
             if episode_id in self._episodes:
                 self._episodes.move_to_end(episode_id)
                 return self._episodes[episode_id]
-        episode = self.create()
-        with self._lock:
+            episode = self._create(self.policy, None)
             self._bindings[key] = episode.id
-        return episode
+            return episode
 
     def close(self, episode_id: str) -> None:
         with self._lock:
@@ -215,6 +215,7 @@ class EpisodeManager:
             if idle is None:
                 raise TooManyEpisodesError(f"all {self.max_episodes} episodes are running")
             del self._episodes[idle.id]
+            self._bindings = {k: v for k, v in self._bindings.items() if v != idle.id}
             _close(idle)
 
 

@@ -99,6 +99,8 @@ def make_policy(
 ) -> Policy:
     """Build a policy from user input, checking its capabilities against the library."""
     if kind == "soft":
+        if order is not None:
+            raise InvalidPolicyError("an order applies to the hard policy only")
         names = [n for pair in (guesses or {}).items() for n in pair if n is not None]
         _check_known(names, library)
         return SoftPolicy(dict(guesses or {}))

@@ -53,6 +53,7 @@ def test_soft_policy_allows_anything_and_never_forces() -> None:
         ("hard", [], "non-empty"),
         ("hard", ["plan", "plan"], "repeats"),
         ("hard", ["plan", "draw"], "unknown capabilities draw"),
+        ("soft", ["plan"], "hard policy only"),
     ],
 )
 def test_make_policy_rejects_bad_input(kind, order, match) -> None:
