@@ -196,3 +196,11 @@ class VerifyReport:
     count: int
     first_broken: int | None
     detail: str
+
+
+@dataclass(frozen=True)
+class RegistryStats:
+    adapters_by_state: dict[str, int]
+    channel_revisions: dict[str, int]
+    nodes_by_audit: dict[str, int]
+    events: int

@@ -27,6 +27,8 @@ from registry.api.routes import (
     tokens,
 )
 from registry.db.session import Database
+from registry.domain import RegistryStats
+from registry.services.stats import registry_stats
 from registry.settings import Settings
 from storage import BlobStore, open_store
 
@@ -52,11 +54,17 @@ def open_blob_store(settings: Settings) -> BlobStore:
 
 def create_app(settings: Settings, *, database: Database | None = None) -> FastAPI:
     """The registry app over ``settings`` (an existing ``Database`` may be shared)."""
+    db = database or Database(settings.database_url)
+
+    def read_stats() -> RegistryStats:
+        with db.read() as session:
+            return registry_stats(session=session)
+
     state = AppState(
         settings=settings,
-        db=database or Database(settings.database_url),
+        db=db,
         store=open_blob_store(settings),
-        metrics=Metrics(),
+        metrics=Metrics(read_stats),
         notifier=ChannelNotifier(),
     )
     owns_db = database is None

@@ -2,15 +2,61 @@
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from registry.domain import RegistryStats
+
+logger = logging.getLogger(__name__)
+
+
+class RegistryCollector(Collector):
+    """Gauges of the registry's contents, read from the database at scrape time."""
+
+    def __init__(self, read_stats: Callable[[], RegistryStats]) -> None:
+        self.read_stats = read_stats
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            stats = self.read_stats()
+        except Exception:  # a scrape must not fail because the database is down
+            logger.exception("could not read registry stats")
+            return
+        yield _gauge(
+            "weact_adapters", "Adapter versions by state.", "state", stats.adapters_by_state
+        )
+        yield _gauge(
+            "weact_channel_revision",
+            "Current revision of each channel.",
+            "channel",
+            stats.channel_revisions,
+        )
+        yield _gauge(
+            "weact_nodes", "Runtime nodes by last audit result.", "audit", stats.nodes_by_audit
+        )
+        events = GaugeMetricFamily("weact_events", "Events in the audit log.")
+        events.add_metric([], stats.events)
+        yield events
+
+
+def _gauge(name: str, doc: str, label: str, values: dict[str, int]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, doc, labels=[label])
+    for key, value in sorted(values.items()):
+        family.add_metric([key], value)
+    return family
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, read_stats: Callable[[], RegistryStats] | None = None) -> None:
         self.registry = CollectorRegistry()
+        if read_stats is not None:
+            self.registry.register(RegistryCollector(read_stats))
         self.requests = Counter(
             "weact_http_requests",
             "HTTP requests by method, route and status.",
@@ -21,12 +67,6 @@ class Metrics:
             "weact_http_request_duration_seconds",
             "HTTP request latency by method and route.",
             ["method", "route"],
-            registry=self.registry,
-        )
-        self.events = Counter(
-            "weact_registry_actions",
-            "Registry state changes by action.",
-            ["action"],
             registry=self.registry,
         )
 

@@ -61,7 +61,7 @@ def register_backbone(
 def find_backbone_row(session: Session, key: str) -> SqlBackbone:
     """A backbone by root or numeric id; ``NotFoundError`` otherwise."""
     row = session.scalar(select(SqlBackbone).where(SqlBackbone.root == key))
-    if row is None and key.isdigit() and len(key) < 19:
+    if row is None and key.isascii() and key.isdigit() and len(key) < 10:
         row = session.get(SqlBackbone, int(key))
     if row is None:
         raise NotFoundError(f"backbone {key!r} not found")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from factories import backbone_manifest_json, write_backbone
-from harness import Harness
+from harness import Harness, World
 
 
 def test_healthz_and_metrics_need_no_token(api: Harness) -> None:
@@ -14,6 +14,7 @@ def test_healthz_and_metrics_need_no_token(api: Harness) -> None:
     metrics = api.request("GET", "/metrics", None)
     assert metrics.status_code == 200, metrics.text
     assert 'weact_http_requests_total{method="GET",route="/v1/capabilities"' in metrics.text
+    assert "weact_events " in metrics.text
 
 
 def test_admin_creates_tokens_that_work(api: Harness) -> None:
@@ -68,3 +69,13 @@ def test_capabilities_created_and_listed(api: Harness) -> None:
     missing = api.request("GET", "/capabilities/nope", "reader")
     assert missing.status_code == 404
     assert missing.json()["error"] == "not_found"
+
+
+def test_metrics_count_registry_contents(world: World) -> None:
+    adapter = world.approved("write")
+    world.adapter("plan")
+    world.promote({"write": adapter["id"]})
+    text = world.api.request("GET", "/metrics", None).text
+    assert 'weact_adapters{state="approved"} 1.0' in text
+    assert 'weact_adapters{state="candidate"} 1.0' in text
+    assert 'weact_channel_revision{channel="prod"} 1.0' in text

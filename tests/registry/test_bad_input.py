@@ -183,3 +183,15 @@ def test_oversized_bodies_are_refused(small_limit_api: Harness) -> None:
     assert not api.store.exists(digest)
     ok = b"y" * 1000
     assert api.put_blob(ok) == hashlib.sha256(ok).hexdigest()
+
+
+def test_odd_keys_and_content_types(sqlite_world: World) -> None:
+    api = sqlite_world.api
+    for key in ("²", "9" * 30, "-1", "../x"):
+        _unchanged(api, 404, "not_found", "GET", f"/backbones/{key}", "reader")
+    headers = {"Content-Type": "text/plain"}
+    _unchanged(
+        api, 422, "invalid", "POST", "/capabilities", content=b'{"name": "x"}', headers=headers
+    )
+    _unchanged(api, 422, "invalid", "GET", "/channels/prod?after=1&wait=nan", "reader")
+    _unchanged(api, 422, "invalid", "POST", "/tokens", json={"name": "x", "role": "root"})

@@ -81,6 +81,10 @@ async def get_channel(
 ) -> Response:
     check_name("channel", name)
     if after is None:
+        if if_none_match is not None:  # a cheap check first: most polls change nothing
+            etag = _etag(name, await run_in_threadpool(_head, state, name))
+            if etag in {t.strip() for t in if_none_match.split(",")}:
+                return Response(status_code=304, headers={"ETag": etag})
         return _revision_response(await run_in_threadpool(_current, state, name), if_none_match)
     revision = await _long_poll(state, name, after, wait)
     if revision is None:
