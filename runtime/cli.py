@@ -30,7 +30,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 SMOLLM2 = "smollm2"
 
 
-def parse_adapter(ctx: click.Context, param: click.Parameter, values: Sequence[str]) -> list:
+def parse_adapter(
+    ctx: click.Context, param: click.Parameter, values: Sequence[str]
+) -> list[tuple[str, Path]]:
     """`NAME=DIR` pairs -> [(name, Path)], each DIR a directory, each NAME once."""
     pairs: list[tuple[str, Path]] = []
     for value in values:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from runtime.engine import Config, Engine, SwitchRecord
+from runtime.engine import Config, Engine, EngineSession, SwitchRecord
 from runtime.errors import RuntimeEngineError
 from runtime.policy import HardPolicy, Policy
 from runtime.tools import AdapterControl
@@ -100,7 +100,7 @@ class Episode:
     created_at: float = field(default_factory=time.time)
 
     @property
-    def session(self):  # -> EngineSession
+    def session(self) -> EngineSession:
         return self.control.session
 
     def to_json(self) -> dict[str, Any]:
@@ -183,7 +183,7 @@ class EpisodeManager:
         """The episode bound to an MCP session (or a client-chosen name); created on first use."""
         with self._lock:
             episode_id = self._bindings.get(key)
-            if episode_id in self._episodes:
+            if episode_id is not None and episode_id in self._episodes:
                 self._episodes.move_to_end(episode_id)
                 return self._episodes[episode_id]
             episode = self._create(self.policy, None)

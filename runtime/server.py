@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from prometheus_client import (
@@ -244,9 +244,7 @@ async def _engine_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"error": code, "detail": str(exc)}, status_code=status)
 
 
-def _router():  # -> APIRouter
-    from fastapi import APIRouter
-
+def _router() -> APIRouter:
     router = APIRouter()
 
     @router.get("/healthz")

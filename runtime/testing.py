@@ -90,7 +90,7 @@ class Replies:
 
     def next(self, session: EngineSession) -> str:
         if callable(self._script):
-            return self._script(session)  # type: ignore[arg-type]
+            return self._script(session)
         assert self._queue is not None
         if not self._queue:
             raise RuntimeError("the script has no more replies")
