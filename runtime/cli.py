@@ -47,6 +47,18 @@ def parse_adapter(
     return pairs
 
 
+def parse_guess(
+    ctx: click.Context, param: click.Parameter, values: Sequence[str]
+) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for value in values:
+        src, sep, dst = value.partition("=")
+        if not sep or not src or not dst:
+            raise click.BadParameter(f"{value!r} is not FROM=TO", ctx, param)
+        pairs[src] = dst
+    return pairs
+
+
 def engine_options(fn: F) -> F:
     """Options shared by every command that loads an engine and runs episodes."""
     options = [
@@ -62,6 +74,14 @@ def engine_options(fn: F) -> F:
         click.option("--engine", "engine_kind", default="peft", show_default=True),
         click.option("--policy", type=click.Choice(["hard", "soft"]), default=None),
         click.option("--order", default=None, help="Hard order, e.g. plan,search,write."),
+        click.option(
+            "--guess",
+            "guesses",
+            multiple=True,
+            callback=parse_guess,
+            metavar="FROM=TO",
+            help="Soft policy: prefetch TO while FROM runs a tool ('backbone' = none).",
+        ),
         click.option("--max-steps", type=click.IntRange(min=1), default=None),
         click.option("--max-new-tokens", type=click.IntRange(min=1), default=None),
         click.option("--kb/--no-kb", default=True, help="Offer the built-in search tool."),
@@ -108,7 +128,7 @@ def build_engine(backbone: str, adapters: Sequence[tuple[str, Path]], kind: str)
 def episode_setup(engine: Engine, options: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
     """(policy, agent config, external tool targets) from options and settings."""
     from runtime.agent import AgentConfig
-    from runtime.policy import make_policy
+    from runtime.policy import make_policy, parse_guesses
 
     settings = get_settings()
     kind = options["policy"] or settings.policy
@@ -116,7 +136,8 @@ def episode_setup(engine: Engine, options: dict[str, Any]) -> tuple[Any, Any, li
     order = [s.strip() for s in order_text.split(",")] if order_text else None
     if options["order"] is None and order is not None:
         order = [n for n in order if n in engine.adapters]  # default order: what is loaded
-    policy = make_policy(kind, order, engine.adapters)
+    guesses = parse_guesses(options["guesses"]) if options["guesses"] else None
+    policy = make_policy(kind, order, engine.adapters, guesses)
     config = AgentConfig(
         max_steps=options["max_steps"] or settings.max_steps,
         max_new_tokens=options["max_new_tokens"] or settings.max_new_tokens,

@@ -21,6 +21,7 @@ from runtime.engine import Config
 from runtime.errors import PolicyViolationError, RuntimeEngineError
 
 DEFAULT_ORDER = ("plan", "search", "write")
+BACKBONE = "backbone"  # how users write the bare-backbone configuration (None) in guesses
 
 
 class InvalidPolicyError(RuntimeEngineError, ValueError):
@@ -106,6 +107,8 @@ def make_policy(
         return SoftPolicy(dict(guesses or {}))
     if kind != "hard":
         raise InvalidPolicyError(f"unknown policy {kind!r}; use 'hard' or 'soft'")
+    if guesses:
+        raise InvalidPolicyError("prefetch guesses apply to the soft policy only")
     order = tuple(order) if order is not None else _default_order(library)
     if not order:
         raise InvalidPolicyError("a hard policy needs a non-empty order")
@@ -113,6 +116,15 @@ def make_policy(
         raise InvalidPolicyError(f"order repeats a capability: {', '.join(order)}")
     _check_known(order, library)
     return HardPolicy(order)
+
+
+def parse_guesses(pairs: Mapping[str, str]) -> dict[Config, Config]:
+    """{"search": "write", "write": "backbone"} -> {"search": "write", "write": None}."""
+    return {_config(k): _config(v) for k, v in pairs.items()}
+
+
+def _config(name: str) -> Config:
+    return None if name == BACKBONE else name
 
 
 def _default_order(library: Collection[str] | None) -> tuple[str, ...]:

@@ -45,7 +45,7 @@ from runtime.episode import (
     totals,
 )
 from runtime.errors import RuntimeEngineError
-from runtime.policy import InvalidPolicyError, Policy, make_policy
+from runtime.policy import InvalidPolicyError, Policy, make_policy, parse_guesses
 from runtime.tools import McpToolbox, build_mcp_server
 
 logger = logging.getLogger(__name__)
@@ -63,6 +63,8 @@ class EpisodeCreate(BaseModel):
     policy: Literal["hard", "soft"] | None = None
     order: list[str] | None = Field(default=None, min_length=1, max_length=32)
     max_steps: int | None = Field(default=None, gt=0, le=1024)
+    # soft policy: what to prefetch while a tool runs, by active config ("backbone" = none)
+    guesses: dict[str, str] | None = Field(default=None, max_length=64)
 
 
 class EpisodePublic(BaseModel):
@@ -142,9 +144,10 @@ class Runtime:
     def start(self, body: EpisodeCreate) -> Episode:
         library = self.episodes.engine.adapters
         policy: Policy = self.episodes.policy
-        if body.policy is not None or body.order is not None:
+        if body.policy is not None or body.order is not None or body.guesses is not None:
             kind = body.policy or self.episodes.policy.kind
-            policy = make_policy(kind, body.order, library)
+            guesses = parse_guesses(body.guesses) if body.guesses is not None else None
+            policy = make_policy(kind, body.order, library, guesses)
         episode = self.episodes.create(policy=policy, task=body.task)
         config = self.agent_config
         if body.max_steps is not None:

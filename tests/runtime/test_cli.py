@@ -82,6 +82,8 @@ def test_run_prints_a_table(tiny_backbone, tiny_adapters) -> None:
         (["--policy", "greedy"], "'greedy' is not one of"),
         (["--order", "plan,draw"], "unknown capabilities draw"),
         (["--engine", "tpu"], "unknown engine 'tpu'"),
+        (["--policy", "soft", "--guess", "search"], "is not FROM=TO"),
+        (["--guess", "search=write"], "soft policy only"),
     ],
 )
 def test_bad_input_is_a_clear_error(tiny_backbone, tiny_adapters, args, message) -> None:

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runtime.errors import PolicyViolationError
-from runtime.policy import HardPolicy, InvalidPolicyError, SoftPolicy, make_policy
+from runtime.policy import HardPolicy, InvalidPolicyError, SoftPolicy, make_policy, parse_guesses
 
 LIBRARY = ("plan", "search", "write", "code")
 
@@ -70,3 +70,12 @@ def test_make_policy_defaults_to_the_library_part_of_plan_search_write() -> None
     assert make_policy("soft", library=LIBRARY).to_json()["kind"] == "soft"
     with pytest.raises(InvalidPolicyError):
         make_policy("soft", library=LIBRARY, guesses={None: "draw"})
+
+
+def test_guesses_name_the_backbone_in_words() -> None:
+    guesses = parse_guesses({"search": "write", "write": "backbone", "backbone": "plan"})
+    assert guesses == {"search": "write", "write": None, None: "plan"}
+    policy = make_policy("soft", library=LIBRARY, guesses=guesses)
+    assert policy.next_config(None, []) == "plan"
+    with pytest.raises(InvalidPolicyError, match="soft policy only"):
+        make_policy("hard", library=LIBRARY, guesses=guesses)

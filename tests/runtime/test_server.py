@@ -73,6 +73,16 @@ def test_episode_streams_events_and_returns_its_trajectory(base) -> None:
     assert trajectory["totals"]["decoded"] > 0
 
 
+def test_soft_episode_prefetches_the_requested_guess(base) -> None:
+    with httpx.Client(base_url=base) as client:
+        episode_id = start(client, policy="soft", guesses={"search": "backbone", "plan": "write"})
+        events = read_events(client, f"/v1/episodes/{episode_id}/events")
+        trajectory = client.get(f"/v1/episodes/{episode_id}").json()
+    assert trajectory["policy"] == {"kind": "soft", "guesses": {"search": None, "plan": "write"}}
+    # The search call runs with 'search' active; the guess for it is the bare backbone.
+    assert [e["config"] for k, e in events if k == "prefetch"] == [None]
+
+
 def test_events_resume_after_a_sequence_number(base) -> None:
     with httpx.Client(base_url=base) as client:
         episode_id = start(client)
@@ -113,6 +123,8 @@ def test_healthz(base) -> None:
         ({"task": "x", "max_steps": 0}, 422, None),
         ({"task": "x", "order": ["plan", "draw"]}, 422, "invalid"),
         ({"task": "x", "policy": "hard", "order": ["plan", "plan"]}, 422, "invalid"),
+        ({"task": "x", "policy": "hard", "guesses": {"plan": "write"}}, 422, "invalid"),
+        ({"task": "x", "policy": "soft", "guesses": {"plan": "draw"}}, 422, "invalid"),
     ],
 )
 def test_bad_episode_requests(base, body, status, code) -> None:
