@@ -6,6 +6,8 @@ import json
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from runtime import chat
 from runtime.agent import Agent, AgentConfig
@@ -190,3 +192,40 @@ def test_a_failing_engine_fails_the_episode_not_the_caller() -> None:
     assert episode.status == "failed"
     assert "no more replies" in episode.error
     assert list(episode.events)[-1]["type"] == "done"
+
+
+FRAGMENTS = st.one_of(
+    st.sampled_from(["plan", "search", "write", "code", ""]).map(
+        lambda c: call("load_lora", capability=c)
+    ),
+    st.just(call("offload_lora")),
+    st.just(call("offload_lora", capability="plan")),
+    st.just(call("search", query="Paris")),
+    st.sampled_from(["<tool_call>{", "</tool_call>", '<tool_call>{"name": 1}</tool_call>']),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=20),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.lists(FRAGMENTS, min_size=1, max_size=3).map("\n".join), min_size=1, max_size=6),
+    st.sampled_from(["hard", "soft"]),
+)
+def test_any_model_output_keeps_the_episode_consistent(replies, kind) -> None:
+    """Whatever the model writes, the loop never crashes and its state stays legal."""
+    engine = ScriptedEngine(script=replies)
+    policy = HardPolicy() if kind == "hard" else SoftPolicy()
+    episode, _ = run_episode(engine, policy, config=AgentConfig(max_steps=len(replies)))
+    assert episode.status == "done", episode.error
+    assert episode.finish_reason in ("answer", "max_steps")
+    session = engine.sessions[0]
+    assert session.active in (None, "plan", "search", "write")
+    for message in episode.messages:
+        if message["role"] == "tool":
+            json.loads(message["content"])  # every tool result is JSON for the model
+    if kind == "hard":
+        assert episode.control.loaded == ["plan", "search", "write"][: len(episode.control.loaded)]
+    history = engine.tokenizer.decode(list(session.history))
+    assert history.count(chat.ASSISTANT_HEADER) == sum(
+        m["role"] == "assistant" for m in episode.messages
+    )

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from runtime.engine import AdapterSpec
 from runtime.errors import (
@@ -135,3 +138,37 @@ def test_switch_hook_sees_every_switch(engine) -> None:
     c.call("load_lora", {"capability": "write"})  # refused: no switch
     c.offload()
     assert [(s.from_config, s.to_config) for s in seen] == [(None, "plan"), ("plan", None)]
+
+
+class AdapterControlMachine(RuleBasedStateMachine):
+    """Random load/offload sequences against a two-line model of the paper's rules."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.control = control(ScriptedEngine(("plan", "search", "write")))
+        self.active: str | None = None
+        self.switches = 0
+
+    @rule(name=st.sampled_from(["plan", "search", "write", "code"]))
+    def load(self, name: str) -> None:
+        outcome = self.control.call("load_lora", {"capability": name})
+        allowed = self.active is None and name != "code"
+        assert outcome.is_error is not allowed
+        if allowed:
+            self.active, self.switches = name, self.switches + 1
+
+    @rule()
+    def offload(self) -> None:
+        outcome = self.control.call("offload_lora", {})
+        assert outcome.is_error is (self.active is None)
+        if self.active is not None:
+            self.active, self.switches = None, self.switches + 1
+
+    @invariant()
+    def agrees(self) -> None:
+        assert self.control.session.active == self.active
+        assert len(self.control.switches) == self.switches
+
+
+TestAdapterControlMachine = AdapterControlMachine.TestCase
+TestAdapterControlMachine.settings = settings(max_examples=30, deadline=None)
