@@ -76,6 +76,9 @@ class Agent:
         try:
             await self._loop(episode, task)
             episode.status = "done"
+        except anyio.get_cancelled_exc_class():
+            episode.status, episode.error = "cancelled", "the runtime stopped"
+            raise
         except Exception as exc:
             logger.exception("episode %s failed", episode.id)
             episode.status, episode.error = "failed", f"{type(exc).__name__}: {exc}"

@@ -92,7 +92,7 @@ class Episode:
     messages: list[dict[str, Any]] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
     events: EventLog = field(default_factory=EventLog)
-    status: str = "idle"  # idle | running | done | failed
+    status: str = "idle"  # idle | running | done | failed | cancelled
     answer: str | None = None
     finish_reason: str | None = None
     error: str | None = None

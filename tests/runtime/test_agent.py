@@ -229,3 +229,27 @@ def test_any_model_output_keeps_the_episode_consistent(replies, kind) -> None:
     assert history.count(chat.ASSISTANT_HEADER) == sum(
         m["role"] == "assistant" for m in episode.messages
     )
+
+
+def test_a_cancelled_episode_says_so() -> None:
+    import threading
+
+    gate = threading.Event()
+
+    def blocking(session):
+        gate.wait(5)
+        return call("offload_lora")  # a reply that needs another step
+
+    engine = ScriptedEngine(script=blocking)
+    episode = EpisodeManager(engine, policy=SoftPolicy()).create()
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(Agent(engine.tokenizer).run, episode, TASK)
+            await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+            gate.set()  # the generate call in flight finishes; the loop stops at its next await
+
+    anyio.run(main)
+    assert episode.status == "cancelled"
+    assert list(episode.events)[-1]["status"] == "cancelled"
