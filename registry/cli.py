@@ -301,6 +301,22 @@ def _database_option(fn: F) -> F:
     )(fn)
 
 
+def database_errors(fn: F) -> F:
+    """Server commands: a database that cannot be reached or read is one line too."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            return fn(*args, **kwargs)
+        except SQLAlchemyError as exc:
+            cause = getattr(exc, "orig", None) or exc
+            raise CommandError(f"database error: {type(cause).__name__}: {cause}") from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
 def _settings(**overrides: str | None) -> Any:
     from registry.settings import Settings
 
@@ -321,6 +337,7 @@ def _settings(**overrides: str | None) -> Any:
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--log-level", default="info", show_default=True)
 @fail_cleanly()
+@database_errors
 def serve(
     database_url: str | None, store_url: str | None, host: str, port: int, log_level: str
 ) -> None:
@@ -344,12 +361,30 @@ def db() -> None:
 @db.command("upgrade")
 @_database_option
 @fail_cleanly()
+@database_errors
 def db_upgrade(database_url: str | None) -> None:
     """Migrate the database to the latest schema."""
     from registry.db.migrate import upgrade
 
     upgrade(_settings(database_url=database_url).database_url)
     click.echo("database at head", err=True)
+
+
+def _ensure_schema(database_url: str) -> None:
+    """Migrate a database that has no schema yet (a fresh `./.weact/`); else leave it."""
+    from sqlalchemy import inspect
+
+    from registry.db.session import make_engine
+
+    engine = make_engine(database_url)
+    try:
+        migrated = inspect(engine).has_table("alembic_version")
+    finally:
+        engine.dispose()
+    if not migrated:
+        from registry.db.migrate import upgrade
+
+        upgrade(database_url)
 
 
 @click.group()
@@ -363,14 +398,14 @@ def token() -> None:
 @_database_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @fail_cleanly()
+@database_errors
 def token_create(name: str, role: str, database_url: str | None, as_json: bool) -> None:
     """Create a token; it is printed once and only its hash is stored."""
-    from registry.db.migrate import upgrade
     from registry.db.session import session_scope
     from registry.services.tokens import create_token
 
-    url = _settings(database_url=database_url).database_url
-    upgrade(url)
+    url = database_url or _settings().database_url
+    _ensure_schema(url)
     with session_scope(url) as session:
         info, secret = create_token(session=session, name=name, role=role)
     created = {"id": info.id, "name": info.name, "role": str(info.role), "token": secret}

@@ -1,16 +1,19 @@
 """The whole registry lifecycle through the real `weact` console script.
 
-`weact serve` runs as a subprocess on a free port (SQLite in a temp dir, and PostgreSQL
-when the server is up); every step is another `weact ...` subprocess, parsed from `--json`.
+`weact serve` runs as a subprocess on a free port (SQLite in a temp dir; the lifecycle also
+on PostgreSQL under `-m slow`); every step is another `weact ...` subprocess, parsed from
+`--json`. Independent steps run concurrently to keep the suite short.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,49 +85,74 @@ def pushed_files(directory: Path) -> dict[str, bytes]:
     return factories.adapter_files(directory)
 
 
-def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
-    admin = cli.token("root", "admin")
-    alice = cli.token("alice", "publisher")
-    alice_approver = cli.token("alice", "approver")
-    bob = cli.token("bob", "approver")
+def parallel(*calls: Callable[[], Any]) -> list[Any]:
+    """Run independent CLI calls at the same time (each is its own process)."""
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        return [future.result() for future in [pool.submit(call) for call in calls]]
 
+
+# PostgreSQL doubles the suite's time for what tests/registry already checks per database.
+@pytest.mark.parametrize(
+    "database_url",
+    ["sqlite", pytest.param("postgresql", marks=[pytest.mark.postgres, pytest.mark.slow])],
+    indirect=True,
+)
+def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
+    admin, alice, alice_approver, bob = parallel(
+        lambda: cli.token("root", "admin"),
+        lambda: cli.token("alice", "publisher"),
+        lambda: cli.token("alice", "approver"),
+        lambda: cli.token("bob", "approver"),
+    )
     factories.write_backbone(tmp_path / "backbone")
     backbone = cli.ok("backbone", "register", tmp_path / "backbone", "--name", "tiny", token=admin)
     assert backbone["tensor_count"] == len(factories.backbone_shapes())
     root = backbone["root"]
-    for order, cap in enumerate(("plan", "search", "write")):
-        made = cli.ok(
-            "capability", "create", cap, "--description", f"{cap} phase", "--order", str(order),
-            token=admin,
-        )  # fmt: skip
-        assert made == {"name": cap, "description": f"{cap} phase", "order": order}
+    caps = ("plan", "search", "write")
+    made = parallel(
+        *(
+            functools.partial(
+                cli.ok, "capability", "create", cap, "--description", f"{cap} phase",
+                "--order", str(order), token=admin,
+            )
+            for order, cap in enumerate(caps)
+        )
+    )  # fmt: skip
+    assert made == [
+        {"name": c, "description": f"{c} phase", "order": i} for i, c in enumerate(caps)
+    ]
 
     dirs = {
         cap: factories.write_adapter(tmp_path / "adapters" / cap, seed=seed)
-        for seed, cap in enumerate(("plan", "search", "write", "write++"), 1)
+        for seed, cap in enumerate((*caps, "write++"), 1)
     }
-    ids = {}
-    for cap in ("plan", "search", "write"):
-        pushed = cli.ok("adapter", "push", dirs[cap], "--capability", cap, token=alice)
-        assert (pushed["name"], pushed["state"], pushed["backbone"]) == (
-            f"{cap}@1",
-            "candidate",
-            root,
+    pushed = parallel(
+        *(
+            functools.partial(
+                cli.ok, "adapter", "push", dirs[cap], "--capability", cap, token=alice
+            )
+            for cap in caps
         )
-        ids[cap] = pushed["id"]
+    )
+    assert [(a["name"], a["state"], a["backbone"]) for a in pushed] == [
+        (f"{cap}@1", "candidate", root) for cap in caps
+    ]
+    ids = {a["capability"]: a["id"] for a in pushed}
 
     refused = cli.fails("approve", str(ids["plan"]), token=alice_approver)
     assert "forbidden" in refused
-    for cap in ("plan", "search", "write"):
-        assert cli.ok("approve", str(ids[cap]), token=bob)["state"] == "approved"
+    approved = parallel(
+        *(functools.partial(cli.ok, "approve", str(i), token=bob) for i in ids.values())
+    )
+    assert {a["state"] for a in approved} == {"approved"}
 
-    assignments = [arg for cap in ids for arg in ("--adapter", f"{cap}={ids[cap]}")]
+    assignments = [arg for cap in caps for arg in ("--adapter", f"{cap}={ids[cap]}")]
     assert cli.run("gate", "prod", *assignments, token=bob).returncode == 0
     first = cli.ok("promote", "prod", *assignments, "--order", "plan,search,write", token=bob)[
         "revision"
     ]
     assert first["revision"] == 1
-    assert first["order"] == ["plan", "search", "write"]
+    assert first["order"] == list(caps)
     assert {cap: entry["adapter_id"] for cap, entry in first["library"].items()} == ids
 
     update = cli.ok(
@@ -138,13 +166,13 @@ def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
         ids["write"],
     )
     cli.ok("approve", str(update["id"]), token=bob)
-    lineage = cli.ok("adapter", "lineage", str(update["id"]), token=alice)
+    lineage, parent_lineage = parallel(
+        functools.partial(cli.ok, "adapter", "lineage", str(update["id"]), token=alice),
+        functools.partial(cli.ok, "adapter", "lineage", str(ids["write"]), token=alice),
+    )
     assert [a["id"] for a in lineage["ancestors"]] == [ids["write"]]
     assert lineage["descendants"] == []
-    assert (
-        cli.ok("adapter", "lineage", str(ids["write"]), token=alice)["descendants"][0]["id"]
-        == update["id"]
-    )
+    assert [a["id"] for a in parent_lineage["descendants"]] == [update["id"]]
 
     second = cli.ok(
         "promote", "prod", "--adapter", f"write={update['id']}", "--expected-revision", "1",
@@ -159,60 +187,72 @@ def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
     third = cli.ok("rollback", "prod", "--to", "1", token=bob)
     assert third["revision"] == 3
     assert third["library_digest"] == first["library_digest"]
-    assert cli.ok("channel", "show", "prod", token=alice)["revision"] == 3
-    assert [r["revision"] for r in cli.ok("channel", "revisions", "prod", token=alice)] == [1, 2, 3]
-
     assert cli.ok("revoke", str(update["id"]), token=bob)["state"] == "revoked"
-    listed = cli.ok("adapter", "list", "--capability", "write", token=alice)
+
+    shown, revisions, listed, audit, *_ = parallel(
+        functools.partial(cli.ok, "channel", "show", "prod", token=alice),
+        functools.partial(cli.ok, "channel", "revisions", "prod", token=alice),
+        functools.partial(cli.ok, "adapter", "list", "--capability", "write", token=alice),
+        functools.partial(cli.ok, "audit", "events", "--list", token=alice),
+        *(
+            functools.partial(
+                cli.ok, "adapter", "pull", str(ids[cap]), "--to", tmp_path / "pulled" / cap,
+                token=alice,
+            )
+            for cap in ("plan", "write")
+        ),
+    )  # fmt: skip
+    assert shown["revision"] == 3
+    assert [r["revision"] for r in revisions] == [1, 2, 3]
     assert {a["name"]: a["state"] for a in listed["items"]} == {
         "write@1": "approved",
         "write@2": "revoked",
     }
-
     for cap in ("plan", "write"):
-        target = tmp_path / "pulled" / cap
-        cli.ok("adapter", "pull", str(ids[cap]), "--to", target, token=alice)
-        assert pushed_files(target) == pushed_files(dirs[cap])
-
-    verified = cli.ok("audit", "events", "--list", token=alice)
-    assert verified["verification"]["ok"] is True
-    actions = {event["action"] for event in verified["events"]}
-    assert verified["verification"]["count"] == len(verified["events"]) > 0
-    assert len(actions) > 3
+        assert pushed_files(tmp_path / "pulled" / cap) == pushed_files(dirs[cap])
+    assert audit["verification"]["ok"] is True
+    assert audit["verification"]["count"] == len(audit["events"]) > 0
+    expected = {"adapter.approve", "adapter.revoke", "channel.promote", "channel.rollback"}
+    assert expected <= {event["action"] for event in audit["events"]}
 
 
-def test_people_get_tables_and_errors_are_one_line(cli: Cli, tmp_path: Path) -> None:
+def test_people_get_tables_and_errors_are_one_line(sqlite_cli: Cli, tmp_path: Path) -> None:
+    cli = sqlite_cli
     admin = cli.token("root", "admin")
     done = cli.run("capability", "create", "plan", "--description", "plan it", token=admin)
     assert done.returncode == 0
     assert "plan it" in done.stdout
-    table = cli.run("capability", "list", token=admin)
+    table, missing, anonymous, duplicate, not_peft = parallel(
+        functools.partial(cli.run, "capability", "list", token=admin),
+        functools.partial(cli.fails, "adapter", "show", "999", token=admin),
+        functools.partial(cli.fails, "capability", "list"),
+        functools.partial(
+            cli.fails, "capability", "create", "plan", "--description", "x", token=admin
+        ),
+        functools.partial(
+            cli.fails, "adapter", "push", tmp_path, "--capability", "plan", token=admin
+        ),
+    )
     assert table.returncode == 0
     assert "plan" in table.stdout
     assert "{" not in table.stdout  # a table, not JSON
+    assert "not_found" in missing
+    assert "unauthorized" in anonymous
+    assert "conflict" in duplicate
+    assert "adapter_config.json" in not_peft
 
-    assert "not_found" in cli.fails("adapter", "show", "999", token=admin)
-    assert "unauthorized" in cli.fails("capability", "list")
-    assert "conflict" in cli.fails(
-        "capability", "create", "plan", "--description", "x", token=admin
-    )
-    assert "adapter_config.json" in cli.fails(
-        "adapter", "push", tmp_path, "--capability", "plan", token=admin
-    )
     usage = cli.run("promote", "prod", "--adapter", "plan", token=admin)
     assert usage.returncode == 2
     assert "CAPABILITY=ID" in usage.stderr
-    unreachable = subprocess.run(
-        [str(WEACT), "channel", "show", "prod", "--url", "http://127.0.0.1:9", "--token", "x"],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    nowhere = "http://127.0.0.1:9"
+    unreachable = cli.fails("channel", "show", "prod", "--url", nowhere, token="x")
+    assert unreachable.startswith("Error: cannot reach the registry")
+    assert cli.fails("gate", "prod", "--adapter", "plan=1", "--url", nowhere, code=2)
+    no_database = "postgresql+psycopg://postgres@127.0.0.1:9/none"
+    no_db = cli.fails(
+        "token", "create", "--name", "x", "--role", "admin", "--database-url", no_database
     )
-    assert unreachable.returncode == 1
-    assert unreachable.stderr.strip().startswith("Error: cannot reach the registry")
-    assert "Traceback" not in unreachable.stderr
-    unchecked = cli.run("gate", "prod", "--adapter", "plan=1", "--url", "http://127.0.0.1:9")
-    assert unchecked.returncode == 2
+    assert no_db.startswith("Error: database error:")
 
 
 @pytest.fixture
