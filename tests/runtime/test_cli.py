@@ -154,3 +154,26 @@ def test_serve_binds_localhost_and_requires_the_token(tiny_backbone, tiny_adapte
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.mark.slow
+def test_run_on_the_packaged_smollm2() -> None:
+    """The real instruct model answers through the loop (bare backbone, soft policy)."""
+    result = invoke(
+        "run",
+        "--task",
+        "What is the capital of France? Answer in one sentence.",
+        "--backbone",
+        "smollm2",
+        "--policy",
+        "soft",
+        "--no-kb",
+        "--max-steps",
+        "1",
+        "--max-new-tokens",
+        "24",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    trajectory = json.loads(result.stdout)
+    assert "Paris" in trajectory["answer"]
