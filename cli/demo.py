@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +33,9 @@ import httpx
 from rich.console import Console
 
 from registry import errors
-from registry.client import Adapter, RegistryClient, Revision
+from registry.client import ADAPTER_FILES, Adapter, RegistryClient, Revision
 
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)
 
 
 # -- an embedded registry in a subprocess ----------------------------------------------
@@ -128,14 +129,19 @@ ADAPTER_SEEDS = {"plan": 1, "search": 2, "write": 3, "write++": 4}
 def build_weights(root: Path) -> Weights:
     """A tiny llama backbone and four LoRA adapters: torch+peft if installed, else plain."""
     try:
+        from transformers.utils import logging as hf_logging
+
         from runtime.tiny import build_tiny_adapter, build_tiny_backbone
     except ImportError:
         return build_plain_weights(root)
-    backbone = build_tiny_backbone(root / "backbone")
-    adapters = {
-        label: build_tiny_adapter(backbone, root / label.replace("+", "p"), seed=seed)
-        for label, seed in ADAPTER_SEEDS.items()
-    }
+    hf_logging.disable_progress_bar()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # transformers deprecations, not ours
+        backbone = build_tiny_backbone(root / "backbone")
+        adapters = {
+            label: build_tiny_adapter(backbone, root / label.replace("+", "p"), seed=seed)
+            for label, seed in ADAPTER_SEEDS.items()
+        }
     return Weights(backbone, adapters, "llama + peft (torch)")
 
 
@@ -268,7 +274,7 @@ class Step:
 
 
 def say(text: str) -> None:
-    console.print(f"    {text}")
+    console.print(f"    {text}", markup=False)
 
 
 def start_registry(demo: Demo) -> None:
@@ -395,6 +401,20 @@ def roll_back(demo: Demo) -> None:
     _record(demo, rev, f"library equal to r{first}: {same}")
 
 
+def pull_library(demo: Demo) -> None:
+    assert demo.weights is not None
+    prod = demo.client("alice").get_channel("prod")
+    for capability, entry in sorted(prod["library"].items()):
+        target = demo.client("alice").pull_adapter(
+            entry["adapter_id"], demo.workdir / "pulled" / capability
+        )
+        pushed = demo.weights.adapters[capability]
+        same = all(
+            (target / name).read_bytes() == (pushed / name).read_bytes() for name in ADAPTER_FILES
+        )
+        say(f"{entry['name']} -> {target.name}/ verified, byte-identical to the push: {same}")
+
+
 def revoke_update(demo: Demo) -> None:
     revoked = demo.client("bob").revoke(
         demo.adapters["write++"]["id"], reason="regressed on old tasks"
@@ -428,6 +448,7 @@ STEPS: list[Step] = [
     Step("Show the lineage of write++", show_lineage),
     Step("Promote write++ to prod", promote_update),
     Step("Roll prod back to its first revision", roll_back),
+    Step("Pull prod's library (every blob verified by sha256)", pull_library),
     Step("Revoke write++", revoke_update),
     Step("Verify the audit event chain", verify_audit),
 ]
