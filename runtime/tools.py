@@ -279,7 +279,11 @@ def build_mcp_server(episodes: EpisodeManager, *, stdio: bool = False) -> MCPSer
 
     async def run(ctx: Context, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         episode = _bound_episode(episodes, ctx, stdio)
+        episode.events.emit("tool_call", name=name, arguments=arguments, via="mcp")
         outcome = await anyio.to_thread.run_sync(episode.control.call, name, arguments)
+        episode.events.emit(
+            "tool_result", name=name, content=outcome.content, is_error=outcome.is_error
+        )
         if outcome.is_error:
             raise ToolError(outcome.message)
         return {"episode": episode.id, **json.loads(outcome.content)}

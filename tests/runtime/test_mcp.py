@@ -133,6 +133,35 @@ def test_two_interleaved_sessions_never_see_each_other(url) -> None:
     assert episode_of(a1) != episode_of(b2)
 
 
+def test_an_mcp_episode_is_visible_in_the_http_api(url) -> None:
+    import httpx
+
+    async def main():
+        async with Client(url, mode="legacy") as client:
+            await client.call_tool("load_lora", {"capability": "search"})
+            result = await client.call_tool("load_lora", {"capability": "plan"})
+            return result, episode_of(await client.call_tool("offload_lora", {}))
+
+    refused, episode_id = anyio.run(main)
+    assert refused.is_error
+    base = url.removesuffix("/mcp")
+    trajectory = httpx.get(f"{base}/v1/episodes/{episode_id}").json()
+    assert trajectory["active"] is None
+    assert trajectory["loaded"] == ["search"]
+    assert [(s["from"], s["to"]) for s in trajectory["switches"]] == [
+        (None, "search"),
+        ("search", None),
+    ]
+    kinds = []
+    with httpx.stream("GET", f"{base}/v1/episodes/{episode_id}/events") as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data: "):
+                kinds.append(json.loads(line[6:])["type"])
+            if len(kinds) == 6:
+                break  # an MCP episode stays open: stop reading after its six events
+    assert kinds == ["tool_call", "tool_result"] * 3
+
+
 def test_concurrent_named_episodes(url) -> None:
     """Many stateless clients at once, each naming its own episode."""
     outcomes: dict[str, list[bool]] = {}
