@@ -16,7 +16,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
@@ -45,7 +45,13 @@ from runtime.episode import (
     totals,
 )
 from runtime.errors import RuntimeEngineError
-from runtime.policy import InvalidPolicyError, Policy, make_policy, parse_guesses
+from runtime.policy import (
+    HardPolicy,
+    InvalidPolicyError,
+    Policy,
+    make_policy,
+    parse_guesses,
+)
 from runtime.tools import McpToolbox, build_mcp_server
 
 logger = logging.getLogger(__name__)
@@ -142,12 +148,7 @@ class Runtime:
     task_group: Any = None
 
     def start(self, body: EpisodeCreate) -> Episode:
-        library = self.episodes.engine.adapters
-        policy: Policy = self.episodes.policy
-        if body.policy is not None or body.order is not None or body.guesses is not None:
-            kind = body.policy or self.episodes.policy.kind
-            guesses = parse_guesses(body.guesses) if body.guesses is not None else None
-            policy = make_policy(kind, body.order, library, guesses)
+        policy = episode_policy(self.episodes.policy, body, self.episodes.engine.adapters)
         episode = self.episodes.create(policy=policy, task=body.task)
         config = self.agent_config
         if body.max_steps is not None:
@@ -160,6 +161,18 @@ class Runtime:
     async def _run(self, agent: Agent, episode: Episode, task: str) -> None:
         await agent.run(episode, task)
         self.metrics.on_episode(episode)
+
+
+def episode_policy(default: Policy, body: EpisodeCreate, library: Collection[str]) -> Policy:
+    """The node's policy, or the one the request asks for (keeping the node's hard order)."""
+    if body.policy is None and body.order is None and body.guesses is None:
+        return default
+    kind = body.policy or default.kind
+    order = body.order
+    if order is None and kind == "hard" and isinstance(default, HardPolicy):
+        order = list(default.order)
+    guesses = parse_guesses(body.guesses) if body.guesses is not None else None
+    return make_policy(kind, order, library, guesses)
 
 
 def get_runtime(request: Request) -> Runtime:

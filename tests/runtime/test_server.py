@@ -188,3 +188,24 @@ def test_mcp_with_token(guarded) -> None:
     result = anyio.run(main)
     assert not result.is_error
     assert result.structured_content["active"] == "plan"
+
+
+@pytest.mark.parametrize(
+    ("body", "policy"),
+    [
+        ({}, {"kind": "hard", "order": ["search", "write"]}),
+        ({"policy": "hard"}, {"kind": "hard", "order": ["search", "write"]}),
+        ({"order": ["plan"]}, {"kind": "hard", "order": ["plan"]}),
+        ({"policy": "soft"}, {"kind": "soft", "guesses": {}}),
+    ],
+)
+def test_episode_policy_keeps_the_node_order(body, policy) -> None:
+    from runtime.policy import HardPolicy
+    from runtime.server import EpisodeCreate, episode_policy
+
+    chosen = episode_policy(
+        HardPolicy(("search", "write")),
+        EpisodeCreate(task="x", **body),
+        ["plan", "search", "write"],
+    )
+    assert chosen.to_json() == policy
