@@ -7,6 +7,10 @@ prefix cache (so prefilled / cache-hit counts behave like an engine's) and a log
 and prefetches for assertions. `CharTokenizer` is a dependency-free tokenizer with the ChatML
 special tokens, so the agent loop runs without transformers.
 
+`ForcedEngine` wraps a real engine (PeftEngine) and teacher-forces scripted replies through
+real forward passes, for end-to-end tests on a random tiny model. `serve(app)` runs an ASGI
+app under uvicorn on a free local port, for tests over real HTTP.
+
 `python -m runtime.testing` serves the runtime's MCP tools over stdio on a scripted engine
 with the capabilities plan, search and write (for transport tests).
 """
