@@ -190,6 +190,11 @@ class EpisodeManager:
             self._bindings[key] = episode.id
             return episode
 
+    def list(self) -> list[Episode]:
+        """Every episode, oldest first."""
+        with self._lock:
+            return list(self._episodes.values())
+
     def close(self, episode_id: str) -> None:
         with self._lock:
             episode = self._episodes.pop(episode_id, None)

@@ -1,6 +1,7 @@
 """The runtime node's HTTP API: episodes, their event streams, metrics, and MCP at /mcp.
 
-    POST /v1/episodes              {task, policy, order, max_steps} -> 201 {id, status}
+    POST /v1/episodes              {task, policy, order, max_steps, guesses} -> 201 {id, ...}
+    GET  /v1/episodes              [{id, status, policy}], oldest first
     GET  /v1/episodes/{id}         trajectory: messages, per-step records, switches, totals
     GET  /v1/episodes/{id}/events  Server-Sent Events (tokens, tool calls, switches, steps)
     GET  /metrics                  Prometheus: switch latency, rebuild time, their shares
@@ -275,6 +276,13 @@ def _router() -> APIRouter:
     async def create_episode(body: EpisodeCreate, rt: RuntimeDep) -> EpisodePublic:
         episode = rt.start(body)
         return EpisodePublic(id=episode.id, status=episode.status, policy=episode.policy.to_json())
+
+    @router.get("/v1/episodes")
+    def list_episodes(rt: RuntimeDep) -> list[EpisodePublic]:
+        return [
+            EpisodePublic(id=e.id, status=e.status, policy=e.policy.to_json())
+            for e in rt.episodes.list()
+        ]
 
     @router.get("/v1/episodes/{episode_id}")
     def show_episode(episode: EpisodeDep) -> dict[str, Any]:

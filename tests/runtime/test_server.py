@@ -110,6 +110,18 @@ def test_metrics_export_switch_and_rebuild_time(base) -> None:
     assert float(switches.split()[-1]) >= 5
 
 
+def test_episodes_are_listed(base) -> None:
+    with httpx.Client(base_url=base) as client:
+        episode_id = start(client)
+        read_events(client, f"/v1/episodes/{episode_id}/events")
+        listed = client.get("/v1/episodes").json()
+    assert {
+        "id": episode_id,
+        "status": "done",
+        "policy": {"kind": "hard", "order": ["plan", "search", "write"]},
+    } in listed
+
+
 def test_healthz(base) -> None:
     response = httpx.get(f"{base}/healthz")
     assert response.json() == {"status": "ok", "adapters": ["plan", "search", "write"]}
