@@ -238,7 +238,10 @@ def _conflict_handler(expected: int | None) -> Any:
     def handle(exc: IntegrityError) -> None:
         if expected is not None:
             raise RevisionConflictError(
-                f"another revision was created concurrently; expected {expected} is stale"
+                {
+                    "message": f"another revision was created concurrently; {expected} is stale",
+                    "expected_revision": expected,
+                }
             ) from exc
 
     return handle
