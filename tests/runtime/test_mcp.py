@@ -239,3 +239,29 @@ def test_toolbox_refuses_clashing_tool_names(clash) -> None:
 
     with pytest.raises(ToolConflictError, match=f"'{clash}'"):
         anyio.run(main)
+
+
+@pytest.mark.slow
+def test_weact_runtime_mcp_over_stdio_on_the_tiny_model(tiny_backbone, tiny_adapters) -> None:
+    """`weact runtime mcp` serves the real engine's adapters to a stdio client."""
+    adapters = [a for n, p in tiny_adapters.items() for a in ("--adapter", f"{n}={p}")]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-c",
+            "from cli.main import main; main()",
+            "runtime",
+            "mcp",
+            "--backbone",
+            str(tiny_backbone),
+            "--policy",
+            "soft",
+            *adapters,
+        ],
+    )
+
+    async def main():
+        async with Client(params) as client:
+            return await exercise(client)
+
+    check_semantics(anyio.run(main))
