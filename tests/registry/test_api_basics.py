@@ -79,3 +79,18 @@ def test_metrics_count_registry_contents(world: World) -> None:
     assert 'weact_adapters{state="approved"} 1.0' in text
     assert 'weact_adapters{state="candidate"} 1.0' in text
     assert 'weact_channel_revision{channel="prod"} 1.0' in text
+
+
+def test_openapi_lists_every_resource(sqlite_api: Harness) -> None:
+    spec = sqlite_api.client.get("/openapi.json").json()
+    paths = set(spec["paths"])
+    for path in (
+        "/v1/healthz",
+        "/v1/blobs/{digest}",
+        "/v1/adapters/{adapter_id}/lineage",
+        "/v1/channels/{name}/promote",
+        "/v1/nodes/{node_id}/heartbeat",
+        "/v1/events/verify",
+    ):
+        assert path in paths
+    assert "HTTPBearer" in spec["components"]["securitySchemes"]
