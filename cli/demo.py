@@ -15,6 +15,7 @@ from __future__ import annotations
 import array
 import contextlib
 import json
+import os
 import shutil
 import socket
 import struct
@@ -68,15 +69,24 @@ class EmbeddedRegistry:
 def embedded_registry(
     workdir: Path, database_url: str | None = None, timeout: float = 30.0
 ) -> Iterator[EmbeddedRegistry]:
-    """Run `weact serve` on a free port under `workdir` until the block exits."""
+    """Run `weact serve` on a free port in `workdir` until the block exits.
+
+    Without `database_url` the server runs on its embedded defaults, relative to its working
+    directory: SQLite at `./.weact/registry.db` and blobs under `./.weact/blobs`.
+    """
     port = free_port()
-    database_url = database_url or f"sqlite:///{workdir / 'registry.db'}"
-    store_url = str(workdir / "blobs")
-    log = workdir / "serve.log"
     argv = weact_command() + ["serve", "--port", str(port), "--log-level", "warning"]
-    argv += ["--database-url", database_url, "--store", store_url]
+    if database_url is None:
+        database_url = f"sqlite:///{workdir / '.weact' / 'registry.db'}"
+        store_url = str(workdir / ".weact" / "blobs")
+    else:
+        store_url = str(workdir / "blobs")
+        argv += ["--database-url", database_url, "--store", store_url]
+    log = workdir / "serve.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen(argv, cwd=workdir, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            argv, cwd=workdir, env=_isolated_env(), stdout=out, stderr=subprocess.STDOUT
+        )
     registry = EmbeddedRegistry(f"http://127.0.0.1:{port}", database_url, store_url, process, log)
     try:
         _wait_healthy(registry, timeout)
@@ -88,6 +98,13 @@ def embedded_registry(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _isolated_env() -> dict[str, str]:
+    """This process's environment without the registry settings a user may have exported."""
+    return {
+        k: v for k, v in os.environ.items() if k not in ("WEACT_DATABASE_URL", "WEACT_STORE_URL")
+    }
 
 
 def _wait_healthy(registry: EmbeddedRegistry, timeout: float) -> None:
@@ -279,7 +296,7 @@ def say(text: str) -> None:
 
 def start_registry(demo: Demo) -> None:
     demo.registry = demo.stack.enter_context(embedded_registry(demo.workdir))
-    say(f"weact serve at {demo.registry.url}  (SQLite + blobs under {demo.workdir})")
+    say(f"weact serve at {demo.registry.url}  (SQLite + blobs under {demo.workdir}/.weact)")
 
 
 def create_tokens(demo: Demo) -> None:

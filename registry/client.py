@@ -171,9 +171,8 @@ def _parse_error_body(response: httpx.Response) -> tuple[str, Any]:
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         return body["error"], body.get("detail")
     text = response.text.strip()[:500] or response.reason_phrase
-    return _CODE_OF_STATUS.get(
-        response.status_code, "http_error"
-    ), f"HTTP {response.status_code}: {text}"
+    code = _CODE_OF_STATUS.get(response.status_code, "http_error")
+    return code, f"HTTP {response.status_code}: {text}"
 
 
 _CODE_OF_STATUS: dict[int, str] = {}
@@ -182,7 +181,7 @@ for _code, _status in errors.ERROR_CODE_TO_HTTP_STATUS.items():
 
 
 def sha256_of_file(path: str | os.PathLike[str]) -> str:
-    """sha256 (hex) of a file's bytes."""
+    """sha256 (hex) of a file's bytes (as storage.digest does; the client imports no storage)."""
     with open(path, "rb", buffering=0) as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
@@ -289,6 +288,7 @@ class RegistryClient:
         raised.
         """
         target = Path(dest)
+        target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as out:

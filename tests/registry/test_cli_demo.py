@@ -28,6 +28,8 @@ def test_the_demo_runs_every_step(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert demo.adapters["write++"]["parent_id"] == demo.adapters["write"]["id"]
     assert demo.registry is not None
     assert demo.registry.process.poll() is not None  # the server was stopped
+    assert (tmp_path / ".weact" / "registry.db").is_file()  # serve's embedded defaults
+    assert any((tmp_path / ".weact" / "blobs").rglob("*"))
 
 
 def test_plain_weights_are_valid_distinct_safetensors(tmp_path: Path) -> None:
