@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -28,7 +28,8 @@ class AppState:
     notifier: ChannelNotifier
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
+    """Async on purpose: a sync dependency would cost a threadpool hop per request."""
     state: AppState = request.app.state.weact
     return state
 
@@ -47,8 +48,8 @@ def get_principal(
         return authenticate(session=session, token=token)
 
 
-def require(permission: Permission) -> Callable[[Principal], Principal]:
-    def dependency(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+def require(permission: Permission) -> Callable[[Principal], Awaitable[Principal]]:
+    async def dependency(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
         authorize(principal, permission)
         return principal
 
