@@ -63,9 +63,21 @@ class UncheckedError(CommandError):
 
 
 def _one_line(detail: Any, limit: int = 400) -> str:
-    text = detail if isinstance(detail, str) else json.dumps(detail, separators=(",", ":"))
-    text = " ".join(text.split())
+    text = " ".join(_detail_text(detail).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _detail_text(detail: Any) -> str:
+    """A server error's detail as text: a message, its problems, or validation errors."""
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, dict) and isinstance(detail.get("message"), str):
+        problems = detail.get("problems")
+        listed = "; ".join(map(str, problems)) if isinstance(problems, list) else ""
+        return f"{detail['message']}: {listed}" if listed else detail["message"]
+    if isinstance(detail, list) and all(isinstance(d, dict) and "msg" in d for d in detail):
+        return "; ".join(f"{'.'.join(map(str, d.get('loc', ())))}: {d['msg']}" for d in detail)
+    return json.dumps(detail, separators=(",", ":"))
 
 
 def describe_error(exc: BaseException) -> str:
@@ -629,43 +641,25 @@ def _promotion_options(fn: F) -> F:
 
 
 def _promotion(
-    client: RegistryClient,
-    adapters: Sequence[str],
-    order: str | None,
-    backbone_root: str | None,
-    expected_revision: int | None,
+    adapters: Sequence[str], order: str | None, backbone_root: str | None, **rest: Any
 ) -> dict[str, Any]:
-    assignments = parse_assignments(adapters)
-    if backbone_root is None:
-        backbone_root = _backbone_of(client, assignments)
+    """The PromoteRequest fields of the promote and gate options (the server takes the
+    backbone from the adapters when a new channel is named without one)."""
     return {
-        "adapters": assignments,
+        "adapters": parse_assignments(adapters),
         "order": _parse_order(order),
         "backbone": backbone_root,
-        "expected_revision": expected_revision,
+        **rest,
     }
-
-
-def _backbone_of(client: RegistryClient, assignments: Mapping[str, int | None]) -> str | None:
-    """The backbone of the first named adapter (needed when the channel is new)."""
-    first = next((aid for aid in assignments.values() if aid is not None), None)
-    return None if first is None else client.get_adapter(first)["backbone"]
 
 
 @click.command()
 @_promotion_options
+@click.option("--reason", default=None, help="Why, stored on the revision.")
 @client_command()
-def promote(
-    client: RegistryClient,
-    out: Output,
-    channel: str,
-    adapters: tuple[str, ...],
-    order: str | None,
-    backbone_root: str | None,
-    expected_revision: int | None,
-) -> None:
+def promote(client: RegistryClient, out: Output, channel: str, **options: Any) -> None:
     """Promote adapters into CHANNEL as a new revision, if the gate passes."""
-    request = _promotion(client, adapters, order, backbone_root, expected_revision)
+    request = _promotion(**options)
     try:
         result = client.promote(channel, **request)
     except errors.GateFailedError as exc:
@@ -678,18 +672,9 @@ def promote(
 @click.command()
 @_promotion_options
 @client_command(UncheckedError)
-def gate(
-    client: RegistryClient,
-    out: Output,
-    channel: str,
-    adapters: tuple[str, ...],
-    order: str | None,
-    backbone_root: str | None,
-    expected_revision: int | None,
-) -> None:
+def gate(client: RegistryClient, out: Output, channel: str, **options: Any) -> None:
     """Dry-run the gate for a promotion: exit 0 pass, 1 fail, 2 could not check."""
-    request = _promotion(client, adapters, order, backbone_root, expected_revision)
-    report = client.gate(channel, **request)
+    report = client.gate(channel, **_promotion(**options))
     out.show(report, render_gate)
     if not report["passed"]:
         raise click.exceptions.Exit(1)
@@ -699,6 +684,7 @@ def gate(
 @click.argument("channel")
 @click.option("--to", "to_revision", type=int, required=True, help="Revision to restore.")
 @click.option("--expected-revision", type=int, default=None)
+@click.option("--reason", default=None, help="Why, stored on the revision.")
 @client_command()
 def rollback(
     client: RegistryClient,
@@ -706,9 +692,12 @@ def rollback(
     channel: str,
     to_revision: int,
     expected_revision: int | None,
+    reason: str | None,
 ) -> None:
     """Append a revision to CHANNEL equal to an earlier one."""
-    rev = client.rollback(channel, to_revision=to_revision, expected_revision=expected_revision)
+    rev = client.rollback(
+        channel, to_revision=to_revision, expected_revision=expected_revision, reason=reason
+    )
     out.show(rev, render_revision)
 
 

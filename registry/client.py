@@ -530,6 +530,12 @@ class RegistryClient:
             body["adapter_id"] = adapter_id
         return cast(dict[str, Any], self._post("/evaluations", body))
 
+    def list_benchmarks(self) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self._get("/benchmarks"))
+
+    def list_evaluations(self, *, benchmark: str | None = None) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self._get("/evaluations", benchmark=benchmark))
+
     # -- channels ----------------------------------------------------------------------
 
     def list_channels(self) -> list[Revision]:
@@ -563,7 +569,7 @@ class RegistryClient:
         expected_revision: int | None = None,
     ) -> GateReport:
         """Dry run of a promotion: the gate report, nothing written."""
-        body = _promote_request(adapters, backbone, order, expected_revision)
+        body = _promote_request(adapters, backbone, order, expected_revision, None)
         return cast(GateReport, self._post(f"/channels/{channel}/gate", body))
 
     def promote(
@@ -574,18 +580,29 @@ class RegistryClient:
         backbone: str | None = None,
         order: Sequence[str] | None = None,
         expected_revision: int | None = None,
+        reason: str | None = None,
     ) -> PromoteResult:
         """Merge `adapters` into the channel's library as a new revision (gate first).
 
-        A failed gate raises `GateFailedError` whose detail is the gate report.
+        `backbone` is needed for a new channel only when the adapters do not name one
+        between them. A failed gate raises `GateFailedError` whose detail is the gate report.
         """
-        body = _promote_request(adapters, backbone, order, expected_revision)
+        body = _promote_request(adapters, backbone, order, expected_revision, reason)
         return cast(PromoteResult, self._post(f"/channels/{channel}/promote", body))
 
     def rollback(
-        self, channel: str, *, to_revision: int, expected_revision: int | None = None
+        self,
+        channel: str,
+        *,
+        to_revision: int,
+        expected_revision: int | None = None,
+        reason: str | None = None,
     ) -> Revision:
-        body = {"to_revision": to_revision, "expected_revision": expected_revision}
+        body = {
+            "to_revision": to_revision,
+            "expected_revision": expected_revision,
+            "reason": reason,
+        }
         return cast(Revision, self._post(f"/channels/{channel}/rollback", body))
 
     # -- nodes and events --------------------------------------------------------------
@@ -678,10 +695,12 @@ def _promote_request(
     backbone: str | None,
     order: Sequence[str] | None,
     expected_revision: int | None,
+    reason: str | None,
 ) -> dict[str, Any]:
     return {
         "backbone": backbone,
         "adapters": dict(adapters),
         "order": list(order) if order is not None else None,
         "expected_revision": expected_revision,
+        "reason": reason,
     }
