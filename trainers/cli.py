@@ -64,6 +64,18 @@ def parse_adapters(specs: Sequence[str], *, named: bool = True) -> dict[str, Pat
     return out
 
 
+def _quiet() -> None:
+    """No per-file loading bars from transformers; peft's use of a deprecated API is not ours."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    warnings.filterwarnings(
+        "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
+    )
+
+
 def _tokenizer(backbone: Path) -> Any:
     from transformers import AutoTokenizer
 
@@ -150,22 +162,17 @@ def train(ctx: click.Context, **opts: Any) -> None:
     if ctx.invoked_subcommand is not None:
         return
     _check_train_options(opts)
-    from trainers.lora import LoraSettings, train_lora
+    settings = _settings(opts)
+    _quiet()
+    from trainers.lora import train_lora
     from trainers.publish import data_record
 
     cap = opts["capability"]
     name = SHARED if opts["shared"] else cap
+    frozen = parse_adapters(opts["adapters"])
     samples = _samples(opts["data"], opts["backbone"], None if opts["shared"] else {cap})
     if not samples:
         raise NoSamplesError(f"no {cap!r} phase with supervised tokens in {list(opts['data'])}")
-    settings = LoraSettings(
-        rank=opts["rank"],
-        alpha=opts["alpha"],
-        targets=tuple(t for t in opts["targets"].split(",") if t),
-        lr=opts["lr"],
-        epochs=opts["epochs"],
-        seed=opts["seed"],
-    )
     order = list(dict.fromkeys(s.capability for s in samples)) if opts["sequential"] else None
     with _progress(f"train {name}") as on_step:
         result = train_lora(
@@ -174,7 +181,7 @@ def train(ctx: click.Context, **opts: Any) -> None:
             samples=samples,
             out=opts["out"],
             settings=settings,
-            frozen=parse_adapters(opts["adapters"]),
+            frozen=frozen,
             init=opts["init"],
             sequential=order,
             on_step=on_step,
@@ -190,6 +197,22 @@ def train(ctx: click.Context, **opts: Any) -> None:
         click.echo(f"published {adapter['name']} (id {adapter['id']}, state {adapter['state']})")
 
 
+def _settings(opts: dict[str, Any]) -> Any:
+    from trainers.lora import LoraSettings
+
+    try:
+        return LoraSettings(
+            rank=opts["rank"],
+            alpha=opts["alpha"],
+            targets=tuple(t for t in opts["targets"].split(",") if t),
+            lr=opts["lr"],
+            epochs=opts["epochs"],
+            seed=opts["seed"],
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
 def _check_train_options(opts: dict[str, Any]) -> None:
     missing = [k for k in ("data", "backbone", "out") if not opts[k]]
     if not opts["shared"] and not opts["capability"]:
@@ -200,6 +223,8 @@ def _check_train_options(opts: dict[str, Any]) -> None:
         raise click.UsageError("--sequential goes with --shared")
     if opts["do_publish"] and not opts["capability"]:
         raise click.UsageError("--publish needs --capability (the registry capability)")
+    if opts["do_publish"] and not opts["registry_url"]:
+        raise click.UsageError("--publish needs --registry URL (or WEACT_REGISTRY_URL)")
 
 
 @train.command()
@@ -305,6 +330,7 @@ def nll(backbone: Path, adapters: tuple[str, ...], data: tuple[Path, ...], as_js
     """Masked NLL per capability on held-out phase samples (no adapter: the bare backbone)."""
     from trainers.evaluate import evaluate_nll
 
+    _quiet()
     assignment: dict[str, Path | None] = dict(parse_adapters(adapters))
     default = assignment.pop("*", None)
     samples = _samples(list(data), backbone, None)

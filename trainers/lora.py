@@ -178,6 +178,11 @@ def _peft_summary(config: Any) -> dict[str, Any]:
     }
 
 
+def _check_out(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise AdapterSpecError(f"output directory {out} exists and is not empty")
+
+
 def save_adapter(
     peft_model: Any, name: str, out: Path, base_path: str, meta: dict[str, Any]
 ) -> Path:
@@ -187,8 +192,7 @@ def save_adapter(
     from trainers.roots import adapter_tensors
 
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise AdapterSpecError(f"output directory {out} exists and is not empty")
+    _check_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=out.parent))
     try:
@@ -229,6 +233,7 @@ def train_lora(
     """
     if not samples:
         raise NoSamplesError("no training samples (no phase of the capability in the data?)")
+    _check_out(Path(out))
     frozen = dict(frozen or {})
     model = load_backbone(backbone)
     before = {"backbone": root_of(backbone_tensors(model))}  # before PEFT mutates the model

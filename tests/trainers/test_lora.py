@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from trainer_helpers import short
 
 from trainers.data import generate
 from trainers.errors import NoSamplesError, RootChangedError
@@ -33,7 +34,7 @@ def frozen(tiny_backbone: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
 
 @pytest.fixture(scope="module")
 def plan_samples(tokenizer):
-    return build_samples(generate(4, seed=1), tokenizer, {"plan"})
+    return build_samples(short(generate(4, seed=1)), tokenizer, {"plan"})
 
 
 def test_training_lowers_masked_nll_and_keeps_frozen_weights(
@@ -49,7 +50,7 @@ def test_training_lowers_masked_nll_and_keeps_frozen_weights(
             if ".lora_" not in name or ".plan." not in name
         )
 
-    held_out = build_samples(generate(3, seed=99), tokenizer, {"plan"})
+    held_out = build_samples(short(generate(3, seed=99)), tokenizer, {"plan"})
     result = train_lora(
         backbone=tiny_backbone,
         adapter="plan",

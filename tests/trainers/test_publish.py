@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from registry_server import weact_serve
+from trainer_helpers import short
 
 from cli.main import app
 from registry.client import RegistryClient
@@ -50,9 +51,9 @@ def registry(tmp_path_factory: pytest.TempPathFactory, tiny_backbone: Path) -> I
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("data")
     sets = {
-        "base": generate(2, seed=1),
-        "code": generate(2, seed=2, phases=("plan", "search", "write", "code")),
-        "write2": generate(2, seed=3, write_style="markdown"),
+        "base": short(generate(2, seed=1)),
+        "code": short(generate(2, seed=2, phases=("plan", "search", "write", "code"))),
+        "write2": short(generate(2, seed=3, write_style="markdown")),
     }
     return {name: write_trajectories(root / f"{name}.jsonl", t) for name, t in sets.items()}
 

@@ -43,5 +43,12 @@ def phase(capability: str, *body: dict[str, Any], closing: str = "") -> list[dic
     ]
 
 
+def short(trajectories: list) -> list:
+    """The same trajectories without tool schemas: shorter samples, faster tests."""
+    from dataclasses import replace
+
+    return [replace(t, tools=()) for t in trajectories]
+
+
 def trajectory(tid: str, *messages: dict[str, Any], tools: list | None = None) -> dict[str, Any]:
     return {"id": tid, "messages": list(messages), "tools": TOOLS if tools is None else tools}

@@ -1,0 +1,72 @@
+"""The trainers' commands through the `weact` dispatcher."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import app
+from trainers.data import generate
+from trainers.trajectory import write_trajectories
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_trajectories(tmp_path_factory.mktemp("cli") / "t.jsonl", generate(2, seed=4))
+
+
+def test_inspect_json_matches_the_samples(data, tiny_backbone, tokenizer) -> None:
+    from trainers.phases import build_samples
+    from trainers.trajectory import read_trajectories
+
+    result = CliRunner().invoke(
+        app, ["train", "inspect", str(data), "--backbone", str(tiny_backbone), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(x) for x in result.output.splitlines()]
+    expected = [s.to_json() for s in build_samples(read_trajectories(data), tokenizer)]
+    assert lines == expected
+    assert [x["capability"] for x in lines] == ["plan", "search", "write"] * 2
+
+
+def test_inspect_dims_unsupervised_tokens(data, tiny_backbone) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["train", "inspect", str(data), "--backbone", str(tiny_backbone), "--capability", "plan"],
+        env={"FORCE_COLOR": "1", "NO_COLOR": None, "TERM": "xterm"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "\x1b[2m" in result.output  # dim
+    assert "\x1b[1m" in result.output  # bold: supervised
+    assert result.output.count("· plan ·") == 2
+
+
+def test_generate_writes_jsonl(tmp_path) -> None:
+    out = tmp_path / "g.jsonl"
+    result = CliRunner().invoke(
+        app, ["train", "generate", str(out), "--n", "3", "--phases", "plan,code"]
+    )
+    assert result.exit_code == 0, result.output
+    assert len(out.read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["train", "--data", "X"], "missing --capability"),
+        (["merge", "--method", "tspa", "--adapter", "DIR", "--out", "o"], "no adapter_config.json"),
+        (
+            ["eval", "nll", "--backbone", ".", "--data", "X", "--adapter", "nodir"],
+            "expected NAME=DIR",
+        ),
+    ],
+)
+def test_bad_options_are_one_line_errors(tmp_path, data, args, message) -> None:
+    args = [str(data) if a == "X" else a for a in args]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output
