@@ -67,21 +67,26 @@ class EmbeddedRegistry:
 
 @contextlib.contextmanager
 def embedded_registry(
-    workdir: Path, database_url: str | None = None, timeout: float = 30.0
+    workdir: Path,
+    database_url: str | None = None,
+    store_url: str | None = None,
+    timeout: float = 30.0,
 ) -> Iterator[EmbeddedRegistry]:
     """Run `weact serve` on a free port in `workdir` until the block exits.
 
-    Without `database_url` the server runs on its embedded defaults, relative to its working
-    directory: SQLite at `./.weact/registry.db` and blobs under `./.weact/blobs`.
+    What is not given runs on serve's embedded defaults, relative to its working directory:
+    SQLite at `./.weact/registry.db` and blobs under `./.weact/blobs`.
     """
     port = free_port()
     argv = weact_command() + ["serve", "--port", str(port), "--log-level", "warning"]
     if database_url is None:
         database_url = f"sqlite:///{workdir / '.weact' / 'registry.db'}"
+    else:
+        argv += ["--database-url", database_url]
+    if store_url is None:
         store_url = str(workdir / ".weact" / "blobs")
     else:
-        store_url = str(workdir / "blobs")
-        argv += ["--database-url", database_url, "--store", store_url]
+        argv += ["--store", store_url]
     log = workdir / "serve.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(

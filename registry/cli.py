@@ -345,13 +345,24 @@ def _settings(**overrides: str | None) -> Any:
     default=None,
     help="Blob store: a directory or s3://bucket/prefix (default ./.weact/blobs).",
 )
+@click.option(
+    "--s3-endpoint-url",
+    envvar="WEACT_S3_ENDPOINT_URL",
+    default=None,
+    help="S3-compatible endpoint (MinIO, moto) for an s3:// store.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--log-level", default="info", show_default=True)
 @fail_cleanly()
 @database_errors
 def serve(
-    database_url: str | None, store_url: str | None, host: str, port: int, log_level: str
+    database_url: str | None,
+    store_url: str | None,
+    s3_endpoint_url: str | None,
+    host: str,
+    port: int,
+    log_level: str,
 ) -> None:
     """Migrate the database to head, then serve the registry API."""
     import uvicorn
@@ -360,7 +371,9 @@ def serve(
     from registry.db.migrate import upgrade
 
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    settings = _settings(database_url=database_url, store_url=store_url)
+    settings = _settings(
+        database_url=database_url, store_url=store_url, s3_endpoint_url=s3_endpoint_url
+    )
     upgrade(settings.database_url)
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
 

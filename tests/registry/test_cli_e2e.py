@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import factories
+import httpx
 import pytest
 
 from cli.demo import EmbeddedRegistry, embedded_registry
@@ -309,3 +310,27 @@ def test_a_pulled_adapter_loads_with_peft(sqlite_cli: Cli, tmp_path: Path) -> No
         got = loaded(tokens).logits
     assert torch.equal(got, expected)
     assert not torch.allclose(got, bare, atol=1e-4)  # the adapter changes the outputs
+
+
+def test_serve_on_s3_hands_out_presigned_urls(
+    s3_store_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("WEACT_PRESIGN_THRESHOLD_BYTES", "0")  # every blob through a redirect
+    workdir = tmp_path / "serve"
+    workdir.mkdir()
+    with embedded_registry(workdir, store_url=s3_store_url) as registry:
+        cli = Cli(registry, tmp_path)
+        admin = cli.token("root", "admin")
+        factories.write_backbone(tmp_path / "backbone")
+        cli.ok("backbone", "register", tmp_path / "backbone", "--name", "tiny", token=admin)
+        cli.ok("capability", "create", "plan", "--description", "plan", token=admin)
+        adapter_dir = factories.write_adapter(tmp_path / "plan")
+        pushed = cli.ok("adapter", "push", adapter_dir, "--capability", "plan", token=admin)
+        blob = pushed["files"]["adapter_model.safetensors"]
+        headers = {"Authorization": f"Bearer {admin}"}
+        redirect = httpx.get(f"{registry.url}/v1/blobs/{blob}", headers=headers)
+        assert redirect.status_code == 307
+        assert redirect.headers["Location"].startswith(os.environ["WEACT_S3_ENDPOINT_URL"])
+        cli.ok("adapter", "pull", str(pushed["id"]), "--to", tmp_path / "pulled", token=admin)
+    assert pushed_files(tmp_path / "pulled") == pushed_files(adapter_dir)
+    assert not (workdir / ".weact" / "blobs").exists()  # the blobs live in S3 only
