@@ -26,6 +26,7 @@ from registry.api.routes import (
     nodes,
     tokens,
 )
+from registry.db.migrate import check_current
 from registry.db.session import Database
 from registry.domain import RegistryStats
 from registry.services.stats import registry_stats
@@ -71,6 +72,7 @@ def create_app(settings: Settings, *, database: Database | None = None) -> FastA
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        check_current(db.engine)
         yield
         if owns_db:
             state.db.dispose()

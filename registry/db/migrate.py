@@ -6,6 +6,9 @@ from importlib.resources import files
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine
 
 from registry.db.session import make_engine
 
@@ -38,3 +41,20 @@ def downgrade(database_url: str, revision: str) -> None:
             command.downgrade(config, revision)
     finally:
         engine.dispose()
+
+
+def head_revision() -> str | None:
+    """The newest migration shipped with the code."""
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+def check_current(engine: Engine) -> None:
+    """Raise ``RuntimeError`` with a hint unless the database is migrated to head."""
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_revision()
+    head = head_revision()
+    if current != head:
+        raise RuntimeError(
+            f"database schema is at {current or 'nothing'}, the code needs {head}: "
+            "run `weact db upgrade` (or `weact serve`, which migrates first)"
+        )

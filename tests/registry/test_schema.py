@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, inspect, text
 
+from registry.api.app import create_app
 from registry.db.migrate import downgrade, upgrade
 from registry.db.models import Base
 from registry.db.session import Database
+from registry.settings import Settings
 
 
 def test_migrations_match_the_models(database_url: str) -> None:
@@ -44,3 +48,9 @@ def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
             assert session.execute(text("PRAGMA foreign_keys")).scalar() == 1
     finally:
         db.dispose()
+
+
+def test_app_refuses_to_start_on_an_unmigrated_database(tmp_path: Path) -> None:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'r.db'}", store_url=str(tmp_path))
+    with pytest.raises(RuntimeError, match="weact db upgrade"), TestClient(create_app(settings)):
+        pass
