@@ -383,3 +383,56 @@ def test_long_poll_wakes_up_on_a_promotion(live: LiveRegistry, world: World) -> 
 def test_long_poll_on_an_unknown_channel_is_not_found(live: LiveRegistry) -> None:
     with pytest.raises(errors.NotFoundError):
         live.client("reader").wait_for_channel("nope", after=0, wait=0.2)
+
+
+# -- every other endpoint --------------------------------------------------------------
+
+
+def test_every_other_method_reaches_its_route(live: LiveRegistry, world: World) -> None:
+    admin, alice, bob = live.client("admin"), live.client("alice"), live.client("bob")
+    assert "# TYPE weact_events" in live.client().metrics()  # no token needed
+    node_token = admin.create_token(name="node-1", role="node")
+    assert (node_token["name"], node_token["role"]) == ("node-1", "node")
+    (backbone,) = admin.list_backbones()
+    assert admin.get_backbone(backbone["id"]) == admin.get_backbone(backbone["root"]) == backbone
+    assert admin.get_capability("write")["order"] == 1
+
+    plan = alice.push_adapter(world.adapter_dirs["plan"], capability="plan")
+    write = alice.push_adapter(world.adapter_dirs["write"], capability="write")
+    assert bob.reject(write["id"], reason="not good")["state"] == "rejected"
+    assert alice.list_adapters(state="rejected")["items"] == [bob.get_adapter(write["id"])]
+    page = alice.list_adapters(limit=1, offset=1)
+    assert (page["total"], [a["id"] for a in page["items"]]) == (2, [write["id"]])
+    assert alice.list_adapters(capability="plan", backbone=world.backbone_root)["total"] == 1
+
+    digest = alice.upload_bytes(b"items")
+    bob.approve(plan["id"])
+    rev = bob.promote("prod", {"plan": plan["id"]}, reason="first")["revision"]
+    assert rev["reason"] == "first"
+    assert [r["channel"] for r in bob.list_channels()] == ["prod"]
+    bob.create_benchmark(
+        name="b", version=1, dataset_digest=digest, scope="plan", metric="acc",
+        direction="higher", tolerance=0.0,
+    )  # fmt: skip
+    alice.create_evaluation(
+        benchmark="b", benchmark_version=1, adapter_id=plan["id"], score=0.5, n=3,
+        items_digest=digest,
+    )  # fmt: skip
+    assert [b["name"] for b in alice.list_benchmarks()] == ["b"]
+    assert [e["score"] for e in alice.list_evaluations(benchmark="b")] == [0.5]
+    with pytest.raises(errors.InvalidError):
+        alice.create_evaluation(benchmark="b", benchmark_version=1, score=1.0, n=1)
+
+    node = RegistryClient(live.url, node_token["token"])
+    live.clients.append(node)
+    audit = {"ok": True, "backbone_root": world.backbone_root, "adapters": {}, "detail": None}
+    beat = node.heartbeat("node-1", channel="prod", revision=rev["revision"], audit=audit)
+    assert (beat["id"], beat["revision"], beat["audit_ok"]) == ("node-1", 1, True)
+    assert [n["id"] for n in alice.list_nodes()] == ["node-1"]
+
+    events = alice.list_events()
+    assert [e["id"] for e in alice.list_events(after=events[1]["id"], limit=2)] == [
+        e["id"] for e in events[2:4]
+    ]
+    assert all(e["prev_hash"] == p["hash"] for p, e in zip(events, events[1:], strict=False))
+    assert alice.verify_events()["count"] == len(events)
