@@ -13,6 +13,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from runtime import kb
 from runtime.chat import tool_schema
 from trainers.trajectory import Trajectory, parse_trajectory
 
@@ -42,21 +43,12 @@ def research_tools(capabilities: Sequence[str]) -> list[dict[str, Any]]:
     ]
 
 
-def _kb() -> Any:
-    """`runtime.kb`, or the local stand-in while it has not landed."""
-    try:
-        from runtime import kb
-    except ImportError:
-        from trainers import kb_standin as kb
-    return kb
-
-
 def _documents() -> list[dict[str, Any]]:
-    return [{"id": d.id, "title": d.title, "text": d.text} for d in _kb().DOCUMENTS]
+    return [{"id": d.id, "title": d.title, "text": d.text} for d in kb.DOCUMENTS]
 
 
 def _search(query: str, k: int) -> list[dict[str, Any]]:
-    return [dict(hit) for hit in _kb().search(query, k=k)]
+    return [dict(hit) for hit in kb.search(query, k=k)]
 
 
 def _call(name: str, **arguments: Any) -> dict[str, Any]:
