@@ -6,6 +6,8 @@ peft path is covered by `make demo` and by test_cli_e2e.py's PEFT test.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,20 @@ def test_write_safetensors_matches_the_reference_reader(tmp_path: Path) -> None:
     loaded = safetensors_numpy.load_file(str(tmp_path / "t.safetensors"))
     assert loaded["b"].shape == (2, 3)
     assert np.array_equal(loaded["a"], np.array(values, dtype=np.float32))
+
+
+@pytest.mark.slow
+def test_weact_demo_runs_with_torch_weights(tmp_path: Path) -> None:
+    pytest.importorskip("peft")
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("weact")), "demo"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "llama + peft (torch)" in done.stdout
+    assert "byte-identical to the push: True" in done.stdout
+    assert "demo done" in done.stdout
+    assert list(tmp_path.iterdir()) == []  # the demo cleans up after itself

@@ -156,16 +156,20 @@ def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
     assert first["order"] == list(caps)
     assert {cap: entry["adapter_id"] for cap, entry in first["library"].items()} == ids
 
+    provenance = {"data_digests": ["d" * 64], "capabilities": ["write"], "seed": 7}
+    (tmp_path / "provenance.json").write_text(json.dumps(provenance))
     update = cli.ok(
         "adapter", "push", dirs["write++"], "--capability", "write",
         "--parent", str(ids["write"]), "--label", "write++", "--backbone", root,
-        token=alice,
+        "--provenance", tmp_path / "provenance.json", token=alice,
     )  # fmt: skip
     assert (update["name"], update["label"], update["parent_id"]) == (
         "write@2",
         "write++",
         ids["write"],
     )
+    assert {k: update["provenance"][k] for k in provenance} == provenance
+    assert update["provenance"]["replay"] is False
     cli.ok("approve", str(update["id"]), token=bob)
     lineage, parent_lineage = parallel(
         functools.partial(cli.ok, "adapter", "lineage", str(update["id"]), token=alice),
@@ -190,8 +194,11 @@ def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
     assert third["library_digest"] == first["library_digest"]
     assert cli.ok("revoke", str(update["id"]), token=bob)["state"] == "revoked"
 
-    shown, revisions, listed, audit, *_ = parallel(
+    shown, waited, revisions, listed, audit, *_ = parallel(
         functools.partial(cli.ok, "channel", "show", "prod", token=alice),
+        functools.partial(
+            cli.ok, "channel", "wait", "prod", "--after", "3", "--wait", "0.2", token=alice
+        ),
         functools.partial(cli.ok, "channel", "revisions", "prod", token=alice),
         functools.partial(cli.ok, "adapter", "list", "--capability", "write", token=alice),
         functools.partial(cli.ok, "audit", "events", "--list", token=alice),
@@ -204,6 +211,7 @@ def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
         ),
     )  # fmt: skip
     assert shown["revision"] == 3
+    assert waited is None  # nothing after revision 3 within the wait
     assert [r["revision"] for r in revisions] == [1, 2, 3]
     assert {a["name"]: a["state"] for a in listed["items"]} == {
         "write@1": "approved",
