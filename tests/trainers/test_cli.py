@@ -70,3 +70,25 @@ def test_bad_options_are_one_line_errors(tmp_path, data, args, message) -> None:
     assert result.exit_code != 0
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_eval_nll_uses_each_capability_s_adapter_or_the_bare_backbone(
+    data, tiny_backbone, tmp_path
+) -> None:
+    from runtime.tiny import build_tiny_adapter
+
+    plan = build_tiny_adapter(tiny_backbone, tmp_path / "plan", seed=3)
+    base = ["eval", "nll", "--backbone", str(tiny_backbone), "--data", str(data), "--json"]
+    runner = CliRunner()
+    bare = {x["capability"]: x for x in json.loads(runner.invoke(app, base).output)}
+    mixed = {
+        x["capability"]: x
+        for x in json.loads(runner.invoke(app, [*base, "--adapter", f"plan={plan}"]).output)
+    }
+    merged = json.loads(runner.invoke(app, [*base, "--adapter", f"*={plan}"]).output)
+    assert mixed["search"]["nll"] == bare["search"]["nll"]
+    assert mixed["write"] == bare["write"]
+    assert mixed["plan"]["nll"] != bare["plan"]["nll"]
+    assert mixed["plan"]["adapter"] == str(plan)
+    assert [x["nll"] for x in merged][0] == mixed["plan"]["nll"]
+    assert all(x["adapter"] == str(plan) for x in merged)
