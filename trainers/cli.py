@@ -70,7 +70,7 @@ def _quiet() -> None:
 
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     warnings.filterwarnings(
         "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
     )
@@ -142,17 +142,31 @@ def _publish(directory: Path, capability: str, opts: dict[str, Any]) -> dict[str
 @click.option("--capability", help="The capability whose adapter is trained.")
 @click.option("--shared", is_flag=True, help="Baseline: one LoRA on every phase.")
 @click.option("--sequential", is_flag=True, help="With --shared: one capability after another.")
-@click.option("--data", "data", multiple=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--backbone", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--data",
+    "data",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Trajectories (JSONL; repeat).",
+)
+@click.option(
+    "--backbone",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Backbone directory (safetensors + tokenizer).",
+)
 @click.option("--adapter", "adapters", multiple=True, help="Frozen adapter NAME=DIR (repeat).")
-@click.option("--init", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--init",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Start from this adapter's weights (an update, e.g. write -> write++).",
+)
 @click.option("--rank", default=8, show_default=True)
-@click.option("--alpha", default=16.0, show_default=True)
+@click.option("--alpha", default=16, show_default=True)
 @click.option("--targets", default="q_proj,k_proj,v_proj,o_proj", show_default=True)
 @click.option("--lr", default=1e-3, show_default=True)
 @click.option("--epochs", default=1, show_default=True)
 @click.option("--seed", default=0, show_default=True)
-@click.option("--out", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), help="Output adapter directory.")
 @click.option("--publish", "do_publish", is_flag=True, help="Publish to the registry after.")
 @_registry_options
 @click.pass_context

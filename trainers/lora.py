@@ -41,7 +41,7 @@ Hook = Callable[[Any], None]
 @dataclass(frozen=True)
 class LoraSettings:
     rank: int = 8
-    alpha: float = 16.0
+    alpha: int = 16
     targets: tuple[str, ...] = DEFAULT_TARGETS
     lr: float = 1e-3
     epochs: int = 1
