@@ -216,6 +216,18 @@ def test_blob_round_trip_is_verified(live: LiveRegistry, tmp_path: Path) -> None
     assert not (tmp_path / "missing.bin").exists()
 
 
+def test_an_oversized_upload_is_refused(
+    live_factory: Callable[..., LiveRegistry], tmp_path: Path
+) -> None:
+    live = live_factory(max_body_bytes=1000)
+    src = tmp_path / "big.bin"
+    src.write_bytes(b"x" * 5_000_000)
+    client = live.client("alice")
+    with pytest.raises(errors.PayloadTooLargeError):
+        client.upload_blob(src)
+    assert not client.blob_exists(factories.sha256_bytes(src.read_bytes()))
+
+
 def test_a_corrupted_download_leaves_nothing(tmp_path: Path) -> None:
     good = b"the real bytes"
     digest = factories.sha256_bytes(good)
