@@ -4,9 +4,10 @@ Trains one LoRA per capability (plan, search, write) on phase-wise samples of ge
 research trajectories, merges them (Full Additive, TIES, DARE-TIES), trains one shared LoRA
 sequentially on the same phases (plan, then search, then write), and prints the masked NLL
 of each capability's held-out phase samples under each configuration, side by side, with the
-ratio of each row's mean to the separate adapters' mean. Small data: a few minutes on 2 cores.
+ratio of each row's mean to the separate adapters' mean. Small data (tool schemas left out of
+the system turn unless --with-tools, to keep samples short): a few minutes on 2 idle cores.
 
-    .venv/bin/python bench/bench_merges.py [--train 3] [--held-out 2] [--epochs 2] [--rank 8]
+    .venv/bin/python bench/bench_merges.py [--train 2] [--held-out 2] [--epochs 2] [--rank 8]
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import tempfile
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 CAPABILITIES = ("plan", "search", "write")
@@ -30,13 +32,18 @@ def _quiet() -> None:
 
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", type=int, default=3, help="training trajectories")
+    parser.add_argument("--train", type=int, default=2, help="training trajectories")
     parser.add_argument("--held-out", type=int, default=2, help="held-out trajectories")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--rank", type=int, default=8)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--density", type=float, default=0.5)
     parser.add_argument("--backbone", type=Path, help="default: runtime.models.smollm2_dir()")
+    parser.add_argument(
+        "--with-tools",
+        action="store_true",
+        help="keep the tool schemas in the system turn (about 250 more tokens per sample)",
+    )
     return parser.parse_args()
 
 
@@ -63,8 +70,13 @@ def main() -> None:
     started = time.perf_counter()
     backbone = args.backbone or smollm2_dir()
     tokenizer = AutoTokenizer.from_pretrained(backbone)
-    train = build_samples(generate(args.train, seed=11), tokenizer, set(CAPABILITIES))
-    held_out = build_samples(generate(args.held_out, seed=999), tokenizer, set(CAPABILITIES))
+
+    def data(n: int, seed: int) -> list:
+        trajectories = generate(n, seed=seed)
+        return trajectories if args.with_tools else [replace(t, tools=()) for t in trajectories]
+
+    train = build_samples(data(args.train, 11), tokenizer, set(CAPABILITIES))
+    held_out = build_samples(data(args.held_out, 999), tokenizer, set(CAPABILITIES))
     lengths = {c: max(len(s.input_ids) for s in train if s.capability == c) for c in CAPABILITIES}
     print(
         f"backbone {backbone}; {len(train)} train / {len(held_out)} held-out samples; "
