@@ -97,14 +97,17 @@ def wrap(model: Any, name: str, settings: LoraSettings, init: Path | None) -> An
     return get_peft_model(model, _lora_config(settings), adapter_name=name)
 
 
-def load_frozen(peft_model: Any, adapters: Mapping[str, Path], trained: str) -> None:
+def check_frozen(adapters: Mapping[str, Path], trained: str) -> None:
     for name, path in adapters.items():
         if name == trained:
-            raise AdapterSpecError(
-                f"adapter {name!r} is the one being trained; load it with --init"
-            )
-        if not (Path(path) / "adapter_config.json").is_file():
-            raise AdapterSpecError(f"adapter {name!r}: {path} has no adapter_config.json")
+            raise AdapterSpecError(f"adapter {name!r} is the one being trained; use --init")
+        for file in ("adapter_config.json", "adapter_model.safetensors"):
+            if not (Path(path) / file).is_file():
+                raise AdapterSpecError(f"adapter {name!r}: {path} has no {file}")
+
+
+def load_frozen(peft_model: Any, adapters: Mapping[str, Path]) -> None:
+    for name, path in adapters.items():
         peft_model.load_adapter(str(path), adapter_name=name, is_trainable=False)
 
 
@@ -235,10 +238,12 @@ def train_lora(
         raise NoSamplesError("no training samples (no phase of the capability in the data?)")
     _check_out(Path(out))
     frozen = dict(frozen or {})
+    check_frozen(frozen, adapter)
+    files = file_roots(backbone, frozen)  # what publishing re-checks on disk
     model = load_backbone(backbone)
     before = {"backbone": root_of(backbone_tensors(model))}  # before PEFT mutates the model
     peft_model = wrap(model, adapter, settings, init)
-    load_frozen(peft_model, frozen, adapter)
+    load_frozen(peft_model, frozen)
     before |= {k: v for k, v in resident_roots(peft_model, list(frozen)).items() if k != "backbone"}
     params = freeze_all_but(peft_model, adapter)
     order = schedule(samples, settings.epochs, settings.seed, sequential)
@@ -253,8 +258,8 @@ def train_lora(
     meta = {
         **dict(record or {}),
         "adapter": adapter,
-        "backbone_root": manifest_of_path(backbone).root,
-        "files": file_roots(backbone, frozen),
+        "backbone_root": files["backbone"]["root"],
+        "files": files,
         "settings": {**asdict(settings), "targets": list(settings.targets)},
         "peft": _peft_summary(peft_model.peft_config[adapter]),
         "roots": before,

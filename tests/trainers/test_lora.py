@@ -127,3 +127,23 @@ def test_refuses_when_a_frozen_root_changed(
 def test_no_samples_is_a_typed_error(tiny_backbone, tmp_path) -> None:
     with pytest.raises(NoSamplesError):
         train_lora(backbone=tiny_backbone, adapter="code", samples=[], out=tmp_path / "x")
+
+
+def test_bad_frozen_adapters_are_refused_before_loading(
+    tiny_backbone, tmp_path, frozen, plan_samples
+) -> None:
+    from trainers.errors import AdapterSpecError
+
+    for bad, match in [
+        ({"plan": frozen["write"]}, "one being trained"),
+        ({"x": tmp_path}, "no adapter_config"),
+    ]:
+        with pytest.raises(AdapterSpecError, match=match):
+            train_lora(
+                backbone=tiny_backbone,
+                adapter="plan",
+                samples=plan_samples,
+                out=tmp_path / "o",
+                frozen=bad,
+            )
+    assert not (tmp_path / "o").exists()
