@@ -185,10 +185,17 @@ def _plan(session: Session, request: PromoteRequest) -> _Plan:
             library[cap] = _promotable(session, cap, adapter_id, backbone)
     current_order = list(current.order) if current is not None else []
     order = _check_order(session, request.order) if request.order is not None else current_order
-    digest = library_digest(backbone.root, library, order)
-    if current is not None and digest == current.library_digest:
+    if current is not None and _same(library, order, current):
         raise InvalidError("the promotion changes nothing: the library is already current")
+    digest = library_digest(backbone.root, library, order)
     return _Plan(channel, backbone, current, dict(sorted(library.items())), order, digest)
+
+
+def _same(library: dict[str, Any], order: list[str], current: SqlRevision) -> bool:
+    """Same adapter versions in the same order (equal weights under new ids still differ)."""
+    ids = {cap: entry["adapter_id"] for cap, entry in library.items()}
+    old = {cap: entry["adapter_id"] for cap, entry in current.library.items()}
+    return ids == old and order == list(current.order)
 
 
 def _check_expected(channel: str, current: SqlRevision | None, expected: int | None) -> None:

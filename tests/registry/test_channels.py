@@ -165,3 +165,14 @@ def test_promote_that_changes_nothing_is_refused(world: World) -> None:
     world.promote({"plan": plan["id"]})
     body = {"adapters": {"plan": plan["id"]}}
     world.api.fails(422, "invalid", "POST", "/channels/prod/promote", "approver", json=body)
+
+
+def test_same_weights_under_a_new_version_are_a_new_revision(world: World) -> None:
+    files = world.api.upload_adapter(seed=3)
+    v1 = world.approved("write", files=files)
+    v2 = world.approved("write", files=files)  # identical bytes, new version
+    first = world.promote({"write": v1["id"]})["revision"]
+    second = world.promote({"write": v2["id"]})["revision"]
+    assert second["revision"] == 2
+    assert second["library"]["write"]["adapter_id"] == v2["id"]
+    assert second["library_digest"] == first["library_digest"]  # the digest is of weights
