@@ -23,7 +23,8 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,8 @@ logger = logging.getLogger(__name__)
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."
-PREFETCH_CHUNK = 256  # tokens per forward while prefetching, so other sessions interleave
+PREFILL_CHUNK = 512  # tokens per forward in a foreground prefill, so sessions interleave
+PREFETCH_CHUNK = 64  # tokens per background forward: foreground work waits at most one
 
 
 class ActiveConfig:
@@ -297,6 +299,8 @@ class PeftEngine(Engine):
         self._hooks: dict[str, LoraHook] = {}
         self._loaded: dict[str, LoadedAdapter] = {}
         self._forward_lock = threading.Lock()
+        self._idle = threading.Condition()
+        self._foreground = 0  # generate calls in progress, on any session
         self.vocab_size = int(self.model.get_input_embeddings().num_embeddings)
         self.add_adapters(adapters)
 
@@ -337,6 +341,26 @@ class PeftEngine(Engine):
         with self._forward_lock:
             self.holder.name = config
             return extend(self.model, entry, token_ids)
+
+    @contextmanager
+    def foreground(self) -> Iterator[None]:
+        """Mark latency-critical work: background prefetches pause while any is running."""
+        with self._idle:
+            self._foreground += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._foreground -= 1
+                self._idle.notify_all()
+
+    @property
+    def busy(self) -> bool:
+        return self._foreground > 0
+
+    def wait_idle(self) -> None:
+        with self._idle:
+            self._idle.wait_for(lambda: self._foreground == 0)
 
     def backbone_expected_root(self) -> str | None:
         """The expected backbone root: given, or the files' manifest (computed once)."""
@@ -437,10 +461,12 @@ class PeftSession(EngineSession):
         with self._locks_guard:
             return self._locks.setdefault(config, threading.Lock())
 
-    def _feed(self, config: Config, entry: CacheEntry, end: int) -> Prefill:
+    def _feed(
+        self, config: Config, entry: CacheEntry, end: int, chunk: int = PREFILL_CHUNK
+    ) -> Prefill:
         """Extend `entry` to history[:end]; re-processing seen tokens counts as rebuild."""
         logits, tokens, seconds, rebuild_s = None, 0, 0.0, 0.0
-        for lo, hi in _chunks(entry.length, min(self._seen, end), end):
+        for lo, hi in _chunks(entry.length, min(self._seen, end), end, chunk):
             ext = self._engine.run(config, entry, self._history[lo:hi])
             logits, tokens, seconds = ext.logits, tokens + ext.tokens, seconds + ext.seconds
             rebuild_s += ext.seconds if hi <= self._seen else 0.0
@@ -451,7 +477,7 @@ class PeftSession(EngineSession):
         """Logits of the next token under the active configuration (cache kept up to date)."""
         self._check_open()
         config = self._active
-        with self._lock(config):
+        with self._engine.foreground(), self._lock(config):
             entry = self.caches.checkout(config) or new_entry(self._engine.model)
             try:
                 return self._prefill(config, entry).logits
@@ -475,7 +501,7 @@ class PeftSession(EngineSession):
         if max_new_tokens < 1:
             raise InvalidTokensError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         config = self._active
-        with self._lock(config):
+        with self._engine.foreground(), self._lock(config):
             entry = self.caches.checkout(config) or new_entry(self._engine.model)
             hit = min(entry.length, len(self._history) - 1)
             try:
@@ -532,17 +558,33 @@ class PeftSession(EngineSession):
         thread.start()
 
     def _build(self, config: Config, end: int) -> None:
+        """Background: extend `config`'s cache to history[:end] while no foreground work runs.
+
+        When a generate starts (on any session) the partial cache is checked back in and the
+        build resumes once the engine is idle again; a generate of `config` itself simply
+        continues from the partial cache.
+        """
         try:
-            with self._lock(config):
-                entry = self.caches.checkout(config) or new_entry(self._engine.model)
-                try:
-                    if end > entry.length:
-                        pre = self._feed(config, entry, end)
-                        self.prefetched.append(PrefetchRecord(config, pre.tokens, pre.seconds))
-                finally:
-                    self.caches.checkin(config, entry)
+            while not self._closed:
+                self._engine.wait_idle()
+                with self._lock(config):
+                    entry = self.caches.checkout(config) or new_entry(self._engine.model)
+                    try:
+                        if self._prefetch_chunks(config, entry, end):
+                            return
+                    finally:
+                        self.caches.checkin(config, entry)
         except Exception:  # a background thread has nobody to raise to
             logger.exception("prefetch of %s failed", config)
+
+    def _prefetch_chunks(self, config: Config, entry: CacheEntry, end: int) -> bool:
+        tokens, seconds = 0, 0.0
+        while entry.length < end and not self._engine.busy:
+            pre = self._feed(config, entry, min(end, entry.length + PREFETCH_CHUNK))
+            tokens, seconds = tokens + pre.tokens, seconds + pre.seconds
+        if tokens:
+            self.prefetched.append(PrefetchRecord(config, tokens, seconds))
+        return entry.length >= end
 
     def wait_prefetch(self, timeout: float | None = None) -> None:
         """Block until every started prefetch has finished (tests, benchmarks)."""
@@ -560,7 +602,7 @@ class PeftSession(EngineSession):
         self.caches.clear()
 
 
-def _chunks(start: int, seen: int, end: int) -> list[tuple[int, int]]:
-    """[start, end) cut at `seen` (rebuild vs new tokens) and into PREFETCH_CHUNK pieces."""
-    bounds = sorted({start, end, *range(start, end, PREFETCH_CHUNK), max(start, min(seen, end))})
+def _chunks(start: int, seen: int, end: int, chunk: int) -> list[tuple[int, int]]:
+    """[start, end) cut at `seen` (rebuild vs new tokens) and into `chunk`-token pieces."""
+    bounds = sorted({start, end, *range(start, end, chunk), max(start, min(seen, end))})
     return [(lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo]

@@ -136,3 +136,26 @@ def test_store_keeps_recent_entries_within_budget(engine: PeftEngine) -> None:
     assert list(store.lengths()) == ["big"]
     with pytest.raises(ValueError, match="budget"):
         PrefixCacheStore(-1)
+
+
+@pytest.mark.parametrize("config", ["write", "plan"])
+def test_generate_during_a_prefetch_neither_waits_for_it_nor_breaks_it(
+    engine: PeftEngine, config: str
+) -> None:
+    session = started(engine, TOOL_TEXT * 12)  # a few hundred tokens: several chunks
+    session.activate("plan")
+    session.prefetch("write")
+    result = session.generate(3)  # plan, or write itself, while write is being prefetched
+    if config == "write":
+        session.deactivate()
+        session.activate("write")
+        result = session.generate(3)
+    session.wait_prefetch(timeout=30)
+    assert not any(t.is_alive() for t in session._prefetches.values())
+    ids = list(session.history[: -len(result.token_ids)])
+    for token in result.token_ids:
+        assert int(fresh_logits(engine, session.active, ids).argmax()) == token
+        ids.append(token)
+    torch.testing.assert_close(
+        session.next_logits(), fresh_logits(engine, config, session.history), atol=1e-4, rtol=0
+    )
