@@ -133,7 +133,7 @@ def main() -> None:
 
 def _print_table(rows: dict[str, list[float]]) -> None:
     ref = sum(rows["separate adapters (WeAct)"]) / len(CAPABILITIES)
-    head = f"{'configuration':<28}" + "".join(f"{c:>10}" for c in CAPABILITIES)
+    head = f"{'configuration':<34}" + "".join(f"{c:>10}" for c in CAPABILITIES)
     head += f"{'mean':>10}{'x separate':>12}"
     print("\nmasked NLL per supervised token on held-out phase samples (lower is better)")
     print(head)
@@ -141,7 +141,7 @@ def _print_table(rows: dict[str, list[float]]) -> None:
     for label, values in rows.items():
         mean = sum(values) / len(values)
         cells = "".join(f"{v:>10.4f}" for v in values)
-        print(f"{label:<28}{cells}{mean:>10.4f}{mean / ref:>11.2f}x")
+        print(f"{label:<34}{cells}{mean:>10.4f}{mean / ref:>11.2f}x")
 
 
 if __name__ == "__main__":
