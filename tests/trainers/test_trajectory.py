@@ -155,3 +155,28 @@ def test_generator_is_deterministic_and_round_trips(tmp_path: Path) -> None:
     assert path.read_bytes() == write_trajectories(tmp_path / "u.jsonl", b).read_bytes()
     with pytest.raises(ValueError, match="not"):
         generate(1, phases=("dance",))
+
+
+def _readme_schema() -> dict:
+    text = (Path(__file__).parents[2] / "trainers" / "README.md").read_text()
+    block = next(b for b in text.split("```json")[1:] if '"$schema"' in b)
+    return json.loads(block.split("```")[0])
+
+
+def test_readme_schema_accepts_generated_and_rejects_malformed() -> None:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(_readme_schema())
+    for t in generate(2, seed=1, phases=("plan", "search", "write", "code")):
+        validator.validate(t.to_json())
+    validator.validate(GOOD)
+    for bad in [
+        {"messages": [user("a")]},
+        _bad({"role": "bot", "content": "x"}),
+        _bad({"role": "assistant", "content": None}),
+        _bad({"role": "tool", "content": "r"}),
+        _bad({"role": "user", "content": "a", "tool_calls": []}),
+    ]:
+        assert not validator.is_valid(bad), bad
+        with pytest.raises(TrajectoryError):
+            parse_trajectory(bad)
