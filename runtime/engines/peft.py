@@ -301,6 +301,7 @@ class PeftEngine(Engine):
         self._forward_lock = threading.Lock()
         self._idle = threading.Condition()
         self._foreground = 0  # generate calls in progress, on any session
+        self.epoch = 0  # foreground calls started so far: a prefetch stops when it moves
         self.vocab_size = int(self.model.get_input_embeddings().num_embeddings)
         self.add_adapters(adapters)
 
@@ -347,6 +348,7 @@ class PeftEngine(Engine):
         """Mark latency-critical work: background prefetches pause while any is running."""
         with self._idle:
             self._foreground += 1
+            self.epoch += 1
         try:
             yield
         finally:
@@ -357,10 +359,6 @@ class PeftEngine(Engine):
     @property
     def busy(self) -> bool:
         return self._foreground > 0
-
-    def wait_idle(self) -> None:
-        with self._idle:
-            self._idle.wait_for(lambda: self._foreground == 0)
 
     def backbone_expected_root(self) -> str | None:
         """The expected backbone root: given, or the files' manifest (computed once)."""
@@ -550,41 +548,38 @@ class PeftSession(EngineSession):
         self._check_open()
         if config is not None and config not in self._engine._loaded:
             raise UnknownAdapterError(config, sorted(self._engine._loaded))
-        end = len(self._history)
+        end, epoch = len(self._history), self._engine.epoch
         thread = threading.Thread(
-            target=self._build, args=(config, end), name=f"prefetch-{config}", daemon=True
+            target=self._build, args=(config, end, epoch), name=f"prefetch-{config}", daemon=True
         )
         self._prefetches[config] = thread
         thread.start()
 
-    def _build(self, config: Config, end: int) -> None:
-        """Background: extend `config`'s cache to history[:end] while no foreground work runs.
+    def _build(self, config: Config, end: int, epoch: int) -> None:
+        """Background: extend `config`'s cache to history[:end] until foreground work starts.
 
-        When a generate starts (on any session) the partial cache is checked back in and the
-        build resumes once the engine is idle again; a generate of `config` itself simply
-        continues from the partial cache.
+        A prefetch uses the window in which the engine has nothing latency-critical to do (an
+        external tool call in flight). As soon as a generate starts on any session it stops
+        after the current chunk and checks the partial cache in: a generate of `config`
+        continues from it, and the next `prefetch` call picks up where it ended.
         """
         try:
-            while not self._closed:
-                self._engine.wait_idle()
-                with self._lock(config):
-                    entry = self.caches.checkout(config) or new_entry(self._engine.model)
-                    try:
-                        if self._prefetch_chunks(config, entry, end):
-                            return
-                    finally:
-                        self.caches.checkin(config, entry)
+            with self._lock(config):
+                entry = self.caches.checkout(config) or new_entry(self._engine.model)
+                try:
+                    self._prefetch_chunks(config, entry, end, epoch)
+                finally:
+                    self.caches.checkin(config, entry)
         except Exception:  # a background thread has nobody to raise to
             logger.exception("prefetch of %s failed", config)
 
-    def _prefetch_chunks(self, config: Config, entry: CacheEntry, end: int) -> bool:
-        tokens, seconds = 0, 0.0
-        while entry.length < end and not self._engine.busy:
+    def _prefetch_chunks(self, config: Config, entry: CacheEntry, end: int, epoch: int) -> None:
+        engine, tokens, seconds = self._engine, 0, 0.0
+        while entry.length < end and engine.epoch == epoch and not engine.busy:
             pre = self._feed(config, entry, min(end, entry.length + PREFETCH_CHUNK))
             tokens, seconds = tokens + pre.tokens, seconds + pre.seconds
         if tokens:
             self.prefetched.append(PrefetchRecord(config, tokens, seconds))
-        return entry.length >= end
 
     def wait_prefetch(self, timeout: float | None = None) -> None:
         """Block until every started prefetch has finished (tests, benchmarks)."""
