@@ -63,7 +63,7 @@ CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."
 PREFILL_CHUNK = 512  # tokens per forward in a foreground prefill, so sessions interleave
-PREFETCH_CHUNK = 64  # tokens per background forward: foreground work waits at most one
+PREFETCH_CHUNK = 32  # tokens per background forward: foreground work waits at most one
 
 
 class ActiveConfig:
@@ -337,9 +337,21 @@ class PeftEngine(Engine):
     def new_session(self) -> PeftSession:
         return PeftSession(self, self.cache_budget_bytes)
 
-    def run(self, config: Config, entry: CacheEntry, token_ids: Sequence[int]) -> Any:
-        """One forward pass of `token_ids` under `config`, extending `entry`."""
+    def run(
+        self,
+        config: Config,
+        entry: CacheEntry,
+        token_ids: Sequence[int],
+        background_epoch: int | None = None,
+    ) -> Any:
+        """One forward pass of `token_ids` under `config`, extending `entry`.
+
+        A background pass (`background_epoch` given) is skipped, returning None, when
+        foreground work started after that epoch.
+        """
         with self._forward_lock:
+            if background_epoch is not None and (self.busy or self.epoch != background_epoch):
+                return None
             self.holder.name = config
             return extend(self.model, entry, token_ids)
 
@@ -405,6 +417,7 @@ class PeftSession(EngineSession):
         self._active: Config = None
         self._history: list[int] = []
         self._seen = 0  # history tokens that went through the model under any configuration
+        self.rebuilt_tokens = 0  # history tokens re-processed under new weights by generate
         self.caches = PrefixCacheStore(cache_budget_bytes)
         self._locks: dict[Config, threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -467,7 +480,9 @@ class PeftSession(EngineSession):
         for lo, hi in _chunks(entry.length, min(self._seen, end), end, chunk):
             ext = self._engine.run(config, entry, self._history[lo:hi])
             logits, tokens, seconds = ext.logits, tokens + ext.tokens, seconds + ext.seconds
-            rebuild_s += ext.seconds if hi <= self._seen else 0.0
+            if hi <= self._seen:
+                rebuild_s += ext.seconds
+                self.rebuilt_tokens += ext.tokens
         self._seen = max(self._seen, end)
         return Prefill(logits, tokens, seconds, rebuild_s)
 
@@ -574,10 +589,14 @@ class PeftSession(EngineSession):
             logger.exception("prefetch of %s failed", config)
 
     def _prefetch_chunks(self, config: Config, entry: CacheEntry, end: int, epoch: int) -> None:
-        engine, tokens, seconds = self._engine, 0, 0.0
-        while entry.length < end and engine.epoch == epoch and not engine.busy:
-            pre = self._feed(config, entry, min(end, entry.length + PREFETCH_CHUNK))
-            tokens, seconds = tokens + pre.tokens, seconds + pre.seconds
+        tokens, seconds = 0, 0.0
+        while entry.length < end:
+            ids = self._history[entry.length : min(end, entry.length + PREFETCH_CHUNK)]
+            ext = self._engine.run(config, entry, ids, background_epoch=epoch)
+            if ext is None:
+                break
+            tokens, seconds = tokens + ext.tokens, seconds + ext.seconds
+            self._seen = max(self._seen, entry.length)
         if tokens:
             self.prefetched.append(PrefetchRecord(config, tokens, seconds))
 

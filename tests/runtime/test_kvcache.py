@@ -61,6 +61,7 @@ def test_returning_to_an_adapter_prefills_only_new_tokens(engine: PeftEngine) ->
     plan = session.generate(3)
     assert (plan.prefilled, plan.cache_hit) == (len(session.history) - 3, 0)
     assert plan.rebuild_s > 0
+    assert session.rebuilt_tokens == bare_len  # what bare had processed, re-run under plan
     session.append(engine.tokenizer.encode(TOOL_TEXT))
     session.deactivate()
     end = len(session.history)

@@ -1,0 +1,411 @@
+"""Runtime benchmark on SmolLM2-135M (CPU): switches, KV rebuilds, prefetch, forward, memory.
+
+One run, side by side on the same model:
+- switch: PeftEngine's activate/deactivate (one shared pointer) vs peft's `set_adapter`;
+- forward: a prefill and a decode step, ours vs peft, same adapter and input;
+- one scripted multi-phase episode (>= 6 switches, >= 1,000 history tokens, realistic tool
+  and assistant text, short greedy generations) run three ways:
+    full      one cache, fully re-prefilled after every switch (the paper's scheme),
+    prefix    a prefix cache per weight configuration (returning prefills only what is new),
+    prefetch  prefix caches plus prefetch of the next configurations while a tool call runs;
+  each with 0.5 s external tool calls; their switch and rebuild shares of the episode time
+  are printed beside the paper's (8.2 % adapter control, 2.8 % cache handling);
+- memory after 100 switches vs after 1.
+Adapters: random PEFT LoRAs (rank 8 on q, k, v, o) built here in a temp dir.
+
+    .venv/bin/python bench/bench_runtime.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from runtime.chat import ASSISTANT_HEADER, IM_END, render_message, render_system, tool_schema  # noqa: E402
+from runtime.engine import AdapterSpec, GenerationResult  # noqa: E402
+from runtime.engines.peft import PeftEngine, PeftSession  # noqa: E402
+from runtime.models import load_backbone, smollm2_dir  # noqa: E402
+
+CAPABILITIES = ("plan", "search", "write")
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
+TOOL_LATENCY_S = 0.5
+GEN_TOKENS = 6
+PAPER = {"adapter control": 8.2, "cache handling": 2.8}
+
+# (adapter, external tool calls in that phase): 10 switches, plan and search revisited.
+SCHEDULE = [("plan", 1), ("search", 2), ("plan", 1), ("search", 2), ("write", 1)]
+
+TOOLS = [
+    tool_schema(
+        "load_lora",
+        "Activate a capability adapter: plan, search or write.",
+        {"capability": {"type": "string"}},
+        ["capability"],
+    ),
+    tool_schema("offload_lora", "Deactivate the active adapter."),
+    tool_schema("search", "Search the knowledge base.", {"query": {"type": "string"}}, ["query"]),
+    tool_schema("save", "Save a section of the report.", {"text": {"type": "string"}}, ["text"]),
+]
+
+QUESTION = (
+    "Compare how the Roman aqueducts and medieval qanat systems moved water, what each cost "
+    "to build and maintain, and which ideas survive in modern water supply. Cite sources."
+)
+
+DOCS = [
+    "Roman aqueducts carried water by gravity along a continuous gradient, often as low as "
+    "1:4800, through channels of stone, brick and waterproof concrete (opus caementicium). "
+    "The Aqua Marcia (144 BC) ran 91 km, mostly underground, and delivered about 187,000 m3 "
+    "a day. Maintenance crews (aquarii) removed calcium carbonate deposits every few years.",
+    "A qanat is a gently sloping tunnel that taps an alluvial aquifer at the foot of a hill "
+    "and brings groundwater to the surface by gravity, with vertical shafts every 20-60 m for "
+    "excavation and ventilation. Qanats in Iran reach 70 km; the Gonabad qanat is 2,700 "
+    "years old and still flows. Evaporation losses are small because the channel is covered.",
+    "Construction cost: Frontinus reports that the Aqua Marcia cost 180 million sesterces. "
+    "Qanats were dug by hand by guilds of muqannis over decades; a village qanat could take "
+    "ten years, and ownership shares were traded as water rights measured in time slots.",
+    "Modern legacies: gravity-fed trunk mains, settling tanks and distribution castella "
+    "echo Roman practice; managed aquifer recharge and the protection of groundwater from "
+    "evaporation echo qanats. Both systems required continuous inspection and cleaning.",
+]
+
+ASSISTANT_TEXT = {
+    "plan": "Plan: 1) aqueduct engineering and gradients, 2) qanat hydrology, 3) costs and "
+    "labour, 4) maintenance, 5) modern legacies. I will search each point and cite.",
+    "search": "The results give gradients, lengths and discharge. I will look for costs next "
+    "and note the sources with their numbers.",
+    "write": "Draft: Roman aqueducts and qanats both relied on gravity, but aqueducts carried "
+    "surface water across valleys on arcades while qanats tapped groundwater underground.",
+}
+
+
+@dataclass
+class Run:
+    mode: str
+    episode_s: float = 0.0
+    switch_s: float = 0.0
+    switches: int = 0
+    rebuild_s: float = 0.0  # re-processing history under new weights, on the critical path
+    wait_s: float = 0.0  # generate waiting for an unfinished prefetch
+    prefill_tokens: int = 0
+    rebuilt_tokens: int = 0  # history tokens re-processed by generate calls (deterministic)
+    cache_hits: int = 0
+    prefetch_s: float = 0.0  # off the critical path
+    tokens: list[int] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- setup
+
+
+def build_adapters(model_dir: Path, out: Path):
+    """Random rank-8 LoRAs on q,k,v,o saved by peft; returns (peft model, {name: dir})."""
+    from peft import LoraConfig, get_peft_model
+
+    base = load_backbone(model_dir)
+    config = LoraConfig(r=8, lora_alpha=16, target_modules=TARGETS, init_lora_weights=False)
+    model = get_peft_model(base, config, adapter_name=CAPABILITIES[0])
+    for name in CAPABILITIES[1:]:
+        model.add_adapter(name, config)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_" in name:
+                p.normal_(0.0, 0.05)
+    model.save_pretrained(out)
+    dirs = {n: out / n for n in CAPABILITIES}  # peft saves named adapters in subfolders
+    return model.eval(), dirs
+
+
+def encode(tok, text: str) -> list[int]:
+    return tok.encode(text, add_special_tokens=False)
+
+
+def call_text(name: str, args: dict) -> str:
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': args})}\n</tool_call>"
+
+
+def tool_turn(content: str) -> str:
+    head, _, _ = render_message({"role": "tool", "content": content})
+    return head
+
+
+# --------------------------------------------------------------------------- episode
+
+
+class Episode:
+    """Drives one session through SCHEDULE with the engine API directly."""
+
+    def __init__(self, engine: PeftEngine, mode: str) -> None:
+        self.engine, self.tok = engine, engine.tokenizer
+        budget = 0 if mode == "full" else 512 * 2**20
+        engine.cache_budget_bytes = budget
+        self.session: PeftSession = engine.new_session()
+        self.run = Run(mode)
+        self.doc = 0
+
+    def add(self, text: str) -> None:
+        self.session.append(encode(self.tok, text))
+
+    def gen(self) -> GenerationResult:
+        start = time.perf_counter()
+        r = self.session.generate(GEN_TOKENS, stop_ids=[self.tok.convert_tokens_to_ids(IM_END)])
+        wall = time.perf_counter() - start
+        run = self.run
+        run.rebuild_s += r.rebuild_s
+        run.wait_s += max(0.0, wall - r.prefill_s - r.decode_s - 0.005)
+        run.prefill_tokens += r.prefilled
+        run.cache_hits += r.cache_hit
+        run.tokens.extend(r.token_ids)
+        if r.finish_reason != "stop":
+            self.add(IM_END)
+        return r
+
+    def switch(self, to: str | None) -> None:
+        s = self.session
+        record = s.deactivate() if to is None else s.activate(to)
+        self.run.switch_s += record.seconds
+        self.run.switches += 1
+
+    def tool_call(self, name: str, args: dict, result: str, prefetch: list) -> None:
+        """The model's turn ends in a call; the tool runs for TOOL_LATENCY_S; result appended."""
+        self.gen()
+        self.add(call_text(name, args) + IM_END + "\n")
+        if self.run.mode == "prefetch":
+            for config in prefetch:
+                self.session.prefetch(config)
+        time.sleep(TOOL_LATENCY_S)
+        self.add(tool_turn(result) + ASSISTANT_HEADER)
+
+    def phase(self, adapter: str, calls: int, next_adapter: str | None) -> None:
+        self.gen()  # the bare backbone decides what to load
+        self.add(call_text("load_lora", {"capability": adapter}) + IM_END + "\n")
+        self.add(tool_turn(json.dumps({"ok": True, "active": adapter})) + ASSISTANT_HEADER)
+        self.switch(adapter)
+        for i in range(calls):
+            # hard order: the next configurations are known, so every tool call prefetches
+            prefetch = [None, next_adapter]
+            name = "save" if adapter == "write" else "search"
+            result = DOCS[self.doc % len(DOCS)] if name == "search" else '{"saved": true}'
+            self.doc += name == "search"
+            self.add(ASSISTANT_TEXT[adapter] + "\n")
+            self.tool_call(name, {"query": f"{adapter} step {i}"}, result, prefetch)
+        self.gen()  # the adapter closes its phase
+        self.add(call_text("offload_lora", {}) + IM_END + "\n")
+        self.add(tool_turn(json.dumps({"ok": True, "active": None})) + ASSISTANT_HEADER)
+        self.switch(None)
+
+    def play(self) -> Run:
+        start = time.perf_counter()
+        self.add(render_system(None, TOOLS))
+        self.add(render_message({"role": "user", "content": QUESTION})[0] + ASSISTANT_HEADER)
+        for i, (adapter, calls) in enumerate(SCHEDULE):
+            nxt = SCHEDULE[i + 1][0] if i + 1 < len(SCHEDULE) else None
+            self.phase(adapter, calls, nxt)
+        self.gen()  # the final answer starts under the bare backbone
+        self.run.episode_s = time.perf_counter() - start
+        self.session.wait_prefetch()
+        self.run.prefetch_s = sum(p.seconds for p in self.session.prefetched)
+        self.run.rebuilt_tokens = self.session.rebuilt_tokens
+        self.history = len(self.session.history)
+        self.session.close()
+        return self.run
+
+
+# --------------------------------------------------------------------------- micro
+
+
+def median_s(fn, n: int) -> float:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter_ns()
+        fn()
+        times.append(time.perf_counter_ns() - start)
+    return statistics.median(times) / 1e9
+
+
+def switch_times(engine: PeftEngine, peft_model) -> tuple[float, float]:
+    session = engine.new_session()
+    names = list(CAPABILITIES)
+    ours = []
+    for i in range(20_000):
+        start = time.perf_counter_ns()
+        session.activate(names[i % 3])
+        ours.append(time.perf_counter_ns() - start)
+        start = time.perf_counter_ns()
+        session.deactivate()
+        ours.append(time.perf_counter_ns() - start)
+    it = iter(names * 20)
+    theirs = median_s(lambda: peft_model.set_adapter(next(it)), 60)
+    return statistics.median(ours) / 1e9, theirs
+
+
+def forward_times(engine: PeftEngine, peft_model, ids: list[int]) -> dict[str, tuple]:
+    from transformers import DynamicCache
+
+    x = torch.tensor([ids[:256]])
+    step = torch.tensor([[ids[256]]])
+    engine.holder.name = "search"
+    peft_model.set_adapter("search")
+    out: dict[str, tuple] = {}
+    with torch.inference_mode():
+        a, b = engine.model(input_ids=x).logits, peft_model(input_ids=x).logits
+        diff = float((a - b).abs().max())
+        for label, model in (("ours", engine.model), ("peft", peft_model)):
+            cache = DynamicCache(config=engine.model.config)
+            model(input_ids=x, cache=cache)
+            seq = cache.get_seq_length()
+
+            def decode(model=model, cache=cache, seq=seq):
+                model(input_ids=step, cache=cache)
+                cache.crop(seq - cache.get_seq_length())
+
+            out[label] = (median_s(lambda m=model: m(input_ids=x), 5), median_s(decode, 15))
+    out["max|logit diff|"] = (diff,)
+    return out
+
+
+def rss_mib() -> tuple[float, float]:
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
+
+
+def memory_after_switches(engine: PeftEngine, ids: list[int]) -> dict[str, tuple]:
+    session = engine.new_session()
+    session.append(ids[:64])
+    names = list(CAPABILITIES)
+    engine.cache_budget_bytes = 0
+
+    def switches(n: int) -> tuple[float, float]:
+        for i in range(n):
+            session.activate(names[i % 3])
+            session.deactivate()
+        session.generate(1)
+        return rss_mib()
+
+    one = switches(1)
+    hundred = switches(100)
+    session.close()
+    return {"after 1": one, "after 100": hundred}
+
+
+# --------------------------------------------------------------------------- report
+
+
+def progress(label: str, t0: float) -> None:
+    print(f"  [{time.perf_counter() - t0:6.1f} s] {label} done", file=sys.stderr, flush=True)
+
+
+def pct(part: float, whole: float, digits: int = 2) -> str:
+    return f"{100 * part / whole:.{digits}f} %"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (1: stable on a shared 2-core box; OpenMP spins badly "
+        "when oversubscribed)",
+    )
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    logging.disable(logging.WARNING)
+    torch.manual_seed(0)
+    print(f"torch threads: {torch.get_num_threads()}")
+    t0 = time.perf_counter()
+    backbone = smollm2_dir()
+    with tempfile.TemporaryDirectory() as tmp:
+        peft_model, dirs = build_adapters(backbone, Path(tmp))
+        specs = [AdapterSpec(n, str(dirs[n]), version=f"{n}@1") for n in CAPABILITIES]
+        engine = PeftEngine(backbone, specs)
+    print(
+        f"setup (convert/load SmolLM2, build adapters, load both): {time.perf_counter() - t0:.1f} s"
+    )
+    ids = encode(engine.tokenizer, " ".join(DOCS * 3))
+
+    ours_sw, peft_sw = switch_times(engine, peft_model)
+    progress("switches", t0)
+    fwd = forward_times(engine, peft_model, ids)
+    progress("forward", t0)
+    mem = memory_after_switches(engine, ids)
+    progress("memory", t0)
+    runs, episodes = [], []
+    for mode in ("full", "prefix", "prefetch"):
+        ep = Episode(engine, mode)
+        runs.append(ep.play())
+        episodes.append(ep)
+        progress(f"episode {mode}", t0)
+
+    print("\n== switch (one activate or deactivate)")
+    print(f"ours (shared pointer)     {ours_sw * 1e6:10.3f} us")
+    print(f"peft set_adapter          {peft_sw * 1e6:10.1f} us")
+    print(f"ratio ours / peft         {ours_sw / peft_sw:10.2e}   (target <= 1.0e-04)")
+
+    print("\n== forward, adapter 'search' active (median)")
+    for label in ("ours", "peft"):
+        p, d = fwd[label]
+        print(f"{label:5s} prefill 256 tok {p * 1e3:8.1f} ms   decode step {d * 1e3:7.2f} ms")
+    (po, do), (pp, dp) = fwd["ours"], fwd["peft"]
+    print(f"ratio ours / peft: prefill {po / pp:.3f}   decode {do / dp:.3f}")
+    print(f"max |logits ours - peft| {fwd['max|logit diff|'][0]:.2e}")
+
+    print("\n== memory (VmRSS, VmHWM in MiB)")
+    (r1, h1), (r100, h100) = mem["after 1"], mem["after 100"]
+    print(f"after 1 switch     rss {r1:8.1f}  peak {h1:8.1f}")
+    print(f"after 100 switches rss {r100:8.1f}  peak {h100:8.1f}")
+    print(f"ratio 100 / 1      rss {r100 / r1:8.4f}  peak {h100 / h1:8.4f}")
+
+    hist = episodes[0].history
+    print(
+        f"\n== episode: {runs[0].switches} switches, {hist} history tokens, "
+        f"{len(SCHEDULE)} phases, tool calls {TOOL_LATENCY_S} s, {GEN_TOKENS}-token generations"
+    )
+    head = f"{'mode':8s} {'episode s':>9s} {'switch':>10s} {'rebuild s':>9s} {'rebuild':>8s}"
+    print(head + f" {'rebuilt':>7s} {'prefilled':>9s} {'cache hit':>9s} {'prefetch s':>10s}")
+    for r in runs:
+        crit = r.rebuild_s + r.wait_s
+        print(
+            f"{r.mode:8s} {r.episode_s:9.2f} {pct(r.switch_s, r.episode_s, 5):>10s} "
+            f"{crit:9.3f} {pct(crit, r.episode_s):>8s} {r.rebuilt_tokens:7d} {r.prefill_tokens:9d} "
+            f"{r.cache_hits:9d} {r.prefetch_s:10.3f}"
+        )
+    print(
+        f"paper     {'':9s} {PAPER['adapter control']:8.1f} % {'':9s} "
+        f"{PAPER['cache handling']:6.1f} %   (adapter control, cache handling)"
+    )
+    full, prefix, pre = runs
+    crit = pre.rebuild_s + pre.wait_s
+    print(
+        "rebuild full re-prefill / prefix cache: "
+        f"{full.rebuild_s / max(prefix.rebuild_s, 1e-9):.1f}x in time, "
+        f"{full.rebuilt_tokens / max(prefix.rebuilt_tokens, 1):.1f}x in tokens re-processed"
+    )
+    print(
+        f"rebuild left on the critical path with prefetch: {crit:.3f} s "
+        f"(rebuild {pre.rebuild_s:.3f} s + wait {pre.wait_s:.3f} s; "
+        f"{full.rebuild_s / max(crit, 1e-9):.1f}x less than full re-prefill)"
+    )
+    overlap = sum(calls for _, calls in SCHEDULE) * TOOL_LATENCY_S
+    print(
+        f"  (prefetch can hide at most the tool time, {overlap:.1f} s here; it spent "
+        f"{pre.prefetch_s:.3f} s building caches in the background)"
+    )
+    same = full.tokens == prefix.tokens == pre.tokens
+    print(f"generated tokens identical in the three modes: {same}")
+    print(f"\ntotal bench time {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
