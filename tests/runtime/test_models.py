@@ -49,3 +49,9 @@ def test_smollm2_conversion_round_trip(tmp_path: Path) -> None:
     assert sum(p.numel() for p in model.parameters()) == 134_515_008
     tokenizer = AutoTokenizer.from_pretrained(out)
     assert tokenizer.chat_template == CHAT_TEMPLATE
+    from runtime.engines.peft import PeftEngine
+    from storage.manifest import manifest_of_path
+
+    report = PeftEngine(out).audit()
+    assert report.ok
+    assert report.backbone_root == manifest_of_path(out).root

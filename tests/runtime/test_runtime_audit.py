@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,17 @@ def test_resident_roots_equal_file_manifests(engine: PeftEngine, tiny_backbone, 
     assert report.backbone_root == manifest_of_path(tiny_backbone).root
     for name, path in tiny_adapters.items():
         assert report.adapters[name] == manifest_of_file(path / WEIGHTS_FILE).root
+
+
+def test_backbone_root_equals_weact_manifest(engine: PeftEngine, tiny_backbone: Path) -> None:
+    weact = Path(sys.executable).with_name("weact")
+    out = subprocess.run(
+        [str(weact), "manifest", "--json", str(tiny_backbone)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert engine.audit().backbone_root == json.loads(out.stdout)["root"]
 
 
 @pytest.mark.parametrize("target", ["backbone", "adapter"])
