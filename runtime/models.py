@@ -36,7 +36,8 @@ def load_backbone(path: str | os.PathLike[str], device: str = "cpu") -> Any:
     p = Path(path)
     if not p.is_dir() or not any(p.glob("*.safetensors")):
         raise BackboneLoadError(f"{p}: not a directory with *.safetensors weights")
-    model = AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32).to(device)
+    model: Any = AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32)
+    model = model.to(device)
     model.eval()
     model.requires_grad_(False)
     return model
@@ -75,7 +76,7 @@ def convert_gguf(gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[s
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         kw: dict[str, Any] = {"gguf_file": src.name}
-        model = AutoModelForCausalLM.from_pretrained(src.parent, dtype=torch.float32, **kw)
+        model: Any = AutoModelForCausalLM.from_pretrained(src.parent, dtype=torch.float32, **kw)
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config

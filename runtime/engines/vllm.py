@@ -138,7 +138,9 @@ class VllmEngine(Engine):
     def request(self, config: Config) -> Any:
         return None if config is None else self._requests[config]
 
-    def complete(self, ids: Sequence[int], config: Config, max_tokens: int, stops: Sequence[int]):
+    def complete(
+        self, ids: Sequence[int], config: Config, max_tokens: int, stops: Sequence[int]
+    ) -> Any:
         vllm = _import_vllm()
         params = vllm.SamplingParams(temperature=0.0, max_tokens=max_tokens, stop_token_ids=stops)
         prompt = vllm.inputs.TokensPrompt(prompt_token_ids=list(ids))
