@@ -23,6 +23,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -297,7 +298,9 @@ class PeftEngine(Engine):
         self._backbone = _backbone_tensors(self.model, self.backbone_dir)
         self._modules = dict(self.model.named_modules())
         self._hooks: dict[str, LoraHook] = {}
-        self._loaded: dict[str, LoadedAdapter] = {}
+        self._loaded: dict[str, LoadedAdapter] = {}  # weight key -> adapter, resident
+        self._library: dict[str, str] = {}  # capability -> weight key, for new sessions
+        self._sessions: weakref.WeakSet[PeftSession] = weakref.WeakSet()
         self._forward_lock = threading.Lock()
         self._idle = threading.Condition()
         self._foreground = 0  # generate calls in progress, on any session
@@ -307,35 +310,91 @@ class PeftEngine(Engine):
 
     @property
     def adapters(self) -> Mapping[str, AdapterSpec]:
-        return {name: a.spec for name, a in self._loaded.items()}
+        """The current library: capability -> spec (what new sessions get)."""
+        return {name: self._loaded[key].spec for name, key in self._library.items()}
 
-    def add_adapters(self, specs: Iterable[AdapterSpec]) -> None:
-        """Validate every adapter first (one AdapterLoadError for all problems), then apply."""
+    def add_adapters(self, specs: Iterable[AdapterSpec], replace: bool = False) -> None:
+        """Validate every adapter first (one AdapterLoadError for all problems), then apply.
+
+        Each adapter is resident under its weight key (`spec.version`, e.g. "write@7", else
+        its name); a key never names two sets of weights. With `replace`, a capability of
+        the library may get a new version: new sessions see it, open ones keep theirs.
+        """
         specs = list(specs)
-        problems: list[str] = []
-        names = [s.name for s in specs]
-        for name in sorted({n for n in names if names.count(n) > 1 or n in self._loaded}):
-            problems.append(f"adapter name {name!r} is used twice")
-        problems.extend(f"adapter name {n!r} is not valid" for n in names if not n)
-        loaded = [read_adapter(s, self.model, self._modules, problems) for s in specs]
+        problems = self._name_problems(specs, replace)
+        fresh = [s for s in specs if weight_key(s) not in self._loaded]
+        loaded = [read_adapter(s, self.model, self._modules, problems) for s in fresh]
+        problems.extend(self._reuse_problems(specs))
         if problems:
             raise AdapterLoadError("; ".join(problems))
         for adapter in loaded:
             assert adapter is not None
             self._apply(adapter)
+        self._library = {**self._library, **{s.name: weight_key(s) for s in specs}}
+
+    def swap_adapters(self, specs: Iterable[AdapterSpec]) -> None:
+        """Load new versions next to the old ones; new sessions use them (atomic)."""
+        self.add_adapters(specs, replace=True)
+
+    def _name_problems(self, specs: Sequence[AdapterSpec], replace: bool) -> list[str]:
+        names = [s.name for s in specs]
+        taken = set() if replace else set(self._library)
+        problems = [
+            f"adapter name {n!r} is used twice"
+            for n in sorted({n for n in names if names.count(n) > 1 or n in taken})
+        ]
+        problems.extend(f"adapter name {n!r} is not valid" for n in names if not n)
+        return problems
+
+    def _reuse_problems(self, specs: Sequence[AdapterSpec]) -> list[str]:
+        """A spec whose weight key is resident must carry the very same weights."""
+        from storage.errors import StorageError
+        from storage.manifest import manifest_of_file
+
+        problems = []
+        for spec in specs:
+            known = self._loaded.get(weight_key(spec))
+            if known is None:
+                continue
+            try:
+                root = manifest_of_file(Path(spec.path) / WEIGHTS_FILE).root
+            except (OSError, StorageError) as exc:
+                problems.append(f"adapter {spec.name!r}: {exc}")
+                continue
+            if root != known.file_root or spec.manifest_root not in (None, root):
+                problems.append(
+                    f"{weight_key(spec)!r} already names weights {known.file_root}; "
+                    "new weights need a new version name"
+                )
+        return problems
 
     def _apply(self, adapter: LoadedAdapter) -> None:
+        key = weight_key(adapter.spec)
         for module, lora in adapter.modules.items():
             hook = self._hooks.get(module)
             if hook is None:
                 hook = self._hooks[module] = LoraHook(self.holder)
                 self._modules[module].register_forward_hook(hook)
-            hook.weights[adapter.spec.name] = lora
-        self._loaded[adapter.spec.name] = adapter
-        logger.info("adapter %s resident (rank %d)", adapter.spec.name, adapter.rank)
+            hook.weights[key] = lora
+        self._loaded[key] = adapter
+        logger.info("adapter %s resident as %s (rank %d)", adapter.spec.name, key, adapter.rank)
+
+    def release_unused(self) -> list[str]:
+        """Free resident versions that neither the library nor an open session uses."""
+        used = set(self._library.values())
+        for session in list(self._sessions):
+            used.update(session.library.values())
+        unused = sorted(set(self._loaded) - used)
+        for key in unused:
+            for hook in self._hooks.values():
+                hook.weights.pop(key, None)
+            del self._loaded[key]
+        return unused
 
     def new_session(self) -> PeftSession:
-        return PeftSession(self, self.cache_budget_bytes)
+        session = PeftSession(self, self.cache_budget_bytes)
+        self._sessions.add(session)
+        return session
 
     def run(
         self,
@@ -386,8 +445,10 @@ class PeftEngine(Engine):
             for name, (t, dtype) in self._backbone.items()
         }
         backbone = manifest_of_resident(tensors).root
-        adapters = {n: manifest_of_resident(a.tensors).root for n, a in self._loaded.items()}
-        expected = {n: a.spec.manifest_root or a.file_root for n, a in self._loaded.items()}
+        label = {key: name for name, key in self._library.items()}  # library by capability
+        loaded = {label.get(k, k): a for k, a in self._loaded.items()}
+        adapters = {n: manifest_of_resident(a.tensors).root for n, a in loaded.items()}
+        expected = {n: a.spec.manifest_root or a.file_root for n, a in loaded.items()}
         return audit_report(backbone, self.backbone_expected_root(), adapters, expected)
 
 
@@ -414,6 +475,7 @@ class PeftSession(EngineSession):
 
     def __init__(self, engine: PeftEngine, cache_budget_bytes: int) -> None:
         self._engine = engine
+        self.library = dict(engine._library)  # capability -> weight key, fixed for the episode
         self._active: Config = None
         self._history: list[int] = []
         self._seen = 0  # history tokens that went through the model under any configuration
@@ -434,8 +496,8 @@ class PeftSession(EngineSession):
         start = time.perf_counter()
         if self._closed:
             raise SessionClosedError("session is closed")
-        if name not in self._engine._loaded:
-            raise UnknownAdapterError(name, sorted(self._engine._loaded))
+        if name not in self.library:
+            raise UnknownAdapterError(name, sorted(self.library))
         previous = self._active
         if previous is not None:
             raise AdapterAlreadyActiveError(previous, name)
@@ -468,6 +530,9 @@ class PeftSession(EngineSession):
         self._history.extend(ids)
 
     # -- forward passes ------------------------------------------------------------------
+    def _key(self, config: Config) -> Config:
+        return None if config is None else self.library[config]
+
     def _lock(self, config: Config) -> threading.Lock:
         with self._locks_guard:
             return self._locks.setdefault(config, threading.Lock())
@@ -478,7 +543,7 @@ class PeftSession(EngineSession):
         """Extend `entry` to history[:end]; re-processing seen tokens counts as rebuild."""
         logits, tokens, seconds, rebuild_s = None, 0, 0.0, 0.0
         for lo, hi in _chunks(entry.length, min(self._seen, end), end, chunk):
-            ext = self._engine.run(config, entry, self._history[lo:hi])
+            ext = self._engine.run(self._key(config), entry, self._history[lo:hi])
             logits, tokens, seconds = ext.logits, tokens + ext.tokens, seconds + ext.seconds
             if hi <= self._seen:
                 rebuild_s += ext.seconds
@@ -545,7 +610,7 @@ class PeftSession(EngineSession):
                 finish = "stop"
                 break
             if i + 1 < max_new_tokens:
-                ext = self._engine.run(config, entry, [token])
+                ext = self._engine.run(self._key(config), entry, [token])
                 logits, decode_s = ext.logits, decode_s + ext.seconds
         self._seen = max(self._seen, entry.length)
         text = self._decode_text(out)
@@ -561,8 +626,8 @@ class PeftSession(EngineSession):
     # -- prefetch ------------------------------------------------------------------------
     def prefetch(self, config: Config) -> None:
         self._check_open()
-        if config is not None and config not in self._engine._loaded:
-            raise UnknownAdapterError(config, sorted(self._engine._loaded))
+        if config is not None and config not in self.library:
+            raise UnknownAdapterError(config, sorted(self.library))
         end, epoch = len(self._history), self._engine.epoch
         thread = threading.Thread(
             target=self._build, args=(config, end, epoch), name=f"prefetch-{config}", daemon=True
@@ -592,7 +657,7 @@ class PeftSession(EngineSession):
         tokens, seconds = 0, 0.0
         while entry.length < end:
             ids = self._history[entry.length : min(end, entry.length + PREFETCH_CHUNK)]
-            ext = self._engine.run(config, entry, ids, background_epoch=epoch)
+            ext = self._engine.run(self._key(config), entry, ids, background_epoch=epoch)
             if ext is None:
                 break
             tokens, seconds = tokens + ext.tokens, seconds + ext.seconds
@@ -614,6 +679,12 @@ class PeftSession(EngineSession):
         self._closed = True
         self.wait_prefetch()
         self.caches.clear()
+        self._engine._sessions.discard(self)
+
+
+def weight_key(spec: AdapterSpec) -> str:
+    """What the LoRA layers know an adapter by: its version name, else its name."""
+    return spec.version or spec.name
 
 
 def _chunks(start: int, seen: int, end: int, chunk: int) -> list[tuple[int, int]]:

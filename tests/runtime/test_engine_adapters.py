@@ -111,3 +111,45 @@ def test_rslora_and_patterns_match_peft(tiny_backbone: Path, broken) -> None:
     engine.holder.name = "rs"
     with torch.inference_mode():
         torch.testing.assert_close(engine.model(ids).logits, ref(ids).logits, atol=1e-5, rtol=0)
+
+
+def test_swap_serves_new_sessions_and_keeps_open_ones(engine: PeftEngine, broken) -> None:
+    ids = engine.tokenizer.encode("Step 1: find sources.")
+    new_dir = broken("plan2", tensors=lambda w: w.update({Q_A: w[Q_A] * 2}))
+
+    def on_plan(session):
+        session.append(ids)
+        session.activate("plan")
+        return session
+
+    old_session = on_plan(engine.new_session())
+    engine.swap_adapters([AdapterSpec("plan", str(new_dir), version="plan@2")])
+    assert engine.adapters["plan"].version == "plan@2"
+    new_session = on_plan(engine.new_session())
+    old, new = old_session.next_logits(), new_session.next_logits()
+    torch.testing.assert_close(old, _logits(engine, "plan", ids))  # the weights it started on
+    torch.testing.assert_close(new, _logits(engine, "plan@2", ids))
+    assert (old - new).abs().max() > 1e-2
+    assert engine.release_unused() == []  # the open episode still pins the old version
+    old_session.close()
+    assert engine.release_unused() == ["plan"]
+    report = engine.audit()
+    assert report.ok
+    assert report.adapters["plan"] == manifest_of_file(new_dir / WEIGHTS_FILE).root
+    assert set(report.adapters) == {"plan"}
+
+
+def test_a_version_name_never_names_other_weights(engine: PeftEngine, broken) -> None:
+    first = broken("v1")
+    other = broken("v2", tensors=lambda w: w.update({Q_A: w[Q_A] + 1}))
+    engine.add_adapters([AdapterSpec("write", str(first), version="write@1")])
+    with pytest.raises(AdapterLoadError, match="new version name"):
+        engine.swap_adapters([AdapterSpec("write", str(other), version="write@1")])
+    engine.swap_adapters([AdapterSpec("write", str(first), version="write@1")])  # same: no-op
+    assert engine.adapters["write"].path == str(first)
+
+
+def _logits(engine: PeftEngine, key: str, ids: list[int]) -> torch.Tensor:
+    engine.holder.name = key
+    with torch.inference_mode():
+        return engine.model(input_ids=torch.tensor([ids])).logits[0, -1]
