@@ -12,7 +12,13 @@ applied. The original tensors stay resident under their PEFT names so that the a
 recompute each adapter's manifest root from memory.
 
 Sessions: the engine sets the holder to a session's configuration inside one lock around
-every forward pass, so concurrent sessions interleave safely token by token.
+every forward pass, so concurrent sessions interleave safely token by token. Adapters are
+resident under their version name (`write@7`); a session pins the library it started with,
+so `swap_adapters` serves a new version to new episodes while running ones finish on theirs,
+and `release_unused` then frees versions nobody uses.
+
+Prefetch runs in a background thread in small chunks, only while no generate is in progress
+(an external tool call in flight), and stops as soon as foreground work starts.
 """
 
 from __future__ import annotations
