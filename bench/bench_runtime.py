@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from runtime.chat import ASSISTANT_HEADER, IM_END, render_message, render_system, tool_schema  # noqa: E402
 from runtime.engine import AdapterSpec, GenerationResult  # noqa: E402
-from runtime.engines.peft import PeftEngine, PeftSession  # noqa: E402
+from runtime.engines.peft import PeftEngine, PeftSession, weight_key  # noqa: E402
 from runtime.models import load_backbone, smollm2_dir  # noqa: E402
 
 CAPABILITIES = ("plan", "search", "write")
@@ -255,12 +255,14 @@ def forward_times(engine: PeftEngine, peft_model, ids: list[int]) -> dict[str, t
 
     x = torch.tensor([ids[:256]])
     step = torch.tensor([[ids[256]]])
-    engine.holder.name = "search"
+    engine.holder.name = weight_key(engine.adapters["search"])  # "search@1"
     peft_model.set_adapter("search")
     out: dict[str, tuple] = {}
     with torch.inference_mode():
         a, b = engine.model(input_ids=x).logits, peft_model(input_ids=x).logits
         diff = float((a - b).abs().max())
+        if diff > 1e-3:
+            raise SystemExit(f"ours and peft disagree ({diff}): the forward comparison is void")
         for label, model in (("ours", engine.model), ("peft", peft_model)):
             cache = DynamicCache(config=engine.model.config)
             model(input_ids=x, cache=cache)
