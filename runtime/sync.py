@@ -1,0 +1,123 @@
+"""The runtime's link to the registry: pull a channel's library, report the engine audit.
+
+Only `registry.client` is used (HTTP); the runtime never imports the registry's database,
+services or API. `pull_library` resolves a channel's current revision and makes each of its
+adapters a local PEFT directory `dest/<capability>@<version>/`, every file verified against
+the registry's blob digest (an adapter already there and verified is not downloaded again).
+The returned `AdapterSpec`s carry the registry's manifest roots, so `PeftEngine` refuses
+weights whose root differs from what the registry approved.
+
+A failed pull raises before any spec is returned, so the caller's engine keeps serving its
+previous library: a blob whose bytes do not hash to its digest is
+`registry.errors.DigestMismatchError` (a server that aborts such a stream surfaces as an
+`httpx.HTTPError`); other registry failures are the client's typed `RegistryError`s.
+
+    revision, specs = pull_library(client, "prod", Path("/var/lib/weact/adapters"))
+    engine.swap_adapters(specs)
+    heartbeat(client, "node-1", "prod", revision["revision"], engine.audit())
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from registry.client import ADAPTER_FILES, LibraryEntry, RegistryClient, Revision, sha256_of_file
+from registry.errors import DigestMismatchError
+from runtime.engine import AdapterSpec, AuditReport
+
+logger = logging.getLogger(__name__)
+
+
+def pull_library(
+    client: RegistryClient, channel: str, dest: Path
+) -> tuple[Revision, list[AdapterSpec]]:
+    """The channel's current revision and one spec per adapter, pulled and verified.
+
+    Specs come in the revision's hard order, then any other capability by name.
+    """
+    revision = client.get_channel(channel)
+    descriptions = {c["name"]: c["description"] for c in client.list_capabilities()}
+    specs = []
+    for capability in library_order(revision):
+        entry = revision["library"][capability]
+        path = pull_entry(client, entry, Path(dest))
+        specs.append(
+            AdapterSpec(
+                name=capability,
+                path=str(path),
+                version=entry["name"],
+                manifest_root=entry["manifest_root"],
+                description=descriptions.get(capability, ""),
+            )
+        )
+    return revision, specs
+
+
+def library_order(revision: Revision) -> list[str]:
+    """Capabilities of the library: the revision's order first, then the rest by name."""
+    library = revision["library"]
+    ordered = [c for c in revision["order"] if c in library]
+    return ordered + sorted(set(library) - set(ordered))
+
+
+def pull_entry(client: RegistryClient, entry: LibraryEntry, dest: Path) -> Path:
+    """`dest/<name>/` holding the entry's files, verified; pulled only when not already so."""
+    target = dest / entry["name"]
+    if is_verified(target, entry["files"]):
+        logger.debug("adapter %s already pulled and verified", entry["name"])
+        return target
+    dest.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{entry['name']}.", dir=dest))
+    try:
+        pulled = client.pull_adapter(entry["adapter_id"], staging / "adapter")
+        if not is_verified(pulled, entry["files"]):  # the adapter row names the same blobs
+            raise DigestMismatchError(f"{entry['name']}: pulled files differ from the library")
+        _replace(target, pulled)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    logger.info("pulled %s into %s", entry["name"], target)
+    return target
+
+
+def is_verified(directory: Path, files: Mapping[str, str]) -> bool:
+    """Whether `directory` holds every adapter file with the expected sha256."""
+    try:
+        return all(sha256_of_file(directory / name) == files[name] for name in ADAPTER_FILES)
+    except (OSError, KeyError):
+        return False
+
+
+def _replace(target: Path, new: Path) -> None:
+    """Move `new` to `target`, removing a stale (unverified) copy first."""
+    if target.exists():
+        stale = target.with_name(f".{target.name}.stale")
+        shutil.rmtree(stale, ignore_errors=True)
+        target.rename(stale)
+        shutil.rmtree(stale, ignore_errors=True)
+    new.rename(target)
+
+
+def audit_body(report: AuditReport) -> dict[str, Any]:
+    """The heartbeat's `audit` object (CONTRACTS.md section 2)."""
+    return {
+        "ok": report.ok,
+        "backbone_root": report.backbone_root,
+        "adapters": dict(report.adapters),
+        "detail": report.detail,
+    }
+
+
+def heartbeat(
+    client: RegistryClient,
+    node_id: str,
+    channel: str,
+    revision: int | None,
+    report: AuditReport,
+) -> dict[str, Any]:
+    """Post the engine audit for the revision this node serves; returns the registry's Node."""
+    return client.heartbeat(node_id, channel=channel, revision=revision, audit=audit_body(report))

@@ -1,0 +1,163 @@
+"""runtime.sync against a real `weact serve` over HTTP, with tiny adapters in PeftEngine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("peft")
+
+from cli.demo import EmbeddedRegistry, create_token_directly, embedded_registry  # noqa: E402
+from registry import errors  # noqa: E402
+from registry.client import RegistryClient  # noqa: E402
+from runtime.engine import AdapterSpec  # noqa: E402
+from runtime.errors import AdapterLoadError  # noqa: E402
+from runtime.sync import heartbeat, pull_library  # noqa: E402
+from storage.local import LocalBlobStore  # noqa: E402
+from storage.manifest import manifest_of_path  # noqa: E402
+
+DESCRIPTIONS = {"plan": "Plan the steps.", "search": "Search the KB.", "write": "Write it up."}
+
+
+@dataclass
+class Registry:
+    server: EmbeddedRegistry
+    admin: RegistryClient
+    alice: RegistryClient
+    bob: RegistryClient
+    node: RegistryClient
+    backbone_root: str
+    adapters: dict[str, int]
+
+    def promote(self, channel: str, adapters: dict[str, int]) -> int:
+        result = self.bob.promote(
+            channel, adapters, backbone=self.backbone_root, order=list(DESCRIPTIONS)
+        )
+        return int(result["revision"]["revision"])
+
+    def publish(self, directory: Path, capability: str, seed: int) -> int:
+        pushed = self.alice.push_adapter(
+            directory, capability=capability, backbone=self.backbone_root, provenance={"seed": seed}
+        )
+        return int(self.bob.approve(pushed["id"])["id"])
+
+
+@pytest.fixture(scope="module")
+def registry(
+    tiny_backbone: Path, tiny_adapters: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Registry]:
+    workdir = tmp_path_factory.mktemp("registry")
+    with embedded_registry(workdir) as server:
+        admin = RegistryClient(server.url, create_token_directly(server.database_url, "r", "admin"))
+        clients = {
+            role: RegistryClient(server.url, admin.create_token(name=name, role=role)["token"])
+            for name, role in (("alice", "publisher"), ("bob", "approver"), ("node-1", "node"))
+        }
+        manifest = manifest_of_path(tiny_backbone).to_json()
+        root = admin.register_backbone(name="tiny", manifest=manifest)["root"]
+        for order, (name, description) in enumerate(DESCRIPTIONS.items()):
+            admin.create_capability(name=name, description=description, order=order)
+        reg = Registry(
+            server, admin, clients["publisher"], clients["approver"], clients["node"], root, {}
+        )
+        for seed, (capability, path) in enumerate(tiny_adapters.items(), 1):
+            reg.adapters[capability] = reg.publish(path, capability, seed)
+        reg.promote("prod", reg.adapters)
+        yield reg
+        for client in (admin, *clients.values()):
+            client.close()
+
+
+def _engine(backbone: Path, specs: list[AdapterSpec]):  # -> PeftEngine
+    from runtime.engines.peft import PeftEngine
+
+    return PeftEngine(backbone, specs)
+
+
+def test_pulled_library_loads_and_audits_to_the_registry_roots(
+    registry: Registry, tiny_backbone: Path, tmp_path: Path
+) -> None:
+    revision, specs = pull_library(registry.node, "prod", tmp_path)
+
+    entries = revision["library"]
+    assert [s.name for s in specs] == ["plan", "search", "write"]
+    for spec in specs:
+        entry = entries[spec.name]
+        assert spec.version == entry["name"]
+        assert spec.manifest_root == entry["manifest_root"]
+        assert spec.description == DESCRIPTIONS[spec.name]
+        assert Path(spec.path) == tmp_path / entry["name"]
+    engine = _engine(tiny_backbone, specs)
+    report = engine.audit()
+    assert report.ok, report.detail
+    assert dict(report.adapters) == {c: e["manifest_root"] for c, e in entries.items()}
+    assert report.backbone_root == registry.backbone_root == revision["backbone"]
+
+    node = heartbeat(registry.node, "node-1", "prod", revision["revision"], report)
+    assert (node["revision"], node["audit_ok"]) == (revision["revision"], True)
+    listed = {n["id"]: n for n in registry.admin.list_nodes()}["node-1"]
+    assert listed["audit"]["adapters"] == dict(report.adapters)
+
+
+def test_a_verified_copy_is_kept_and_a_tampered_one_pulled_again(
+    registry: Registry, tmp_path: Path
+) -> None:
+    _, specs = pull_library(registry.node, "prod", tmp_path)
+    plan, write = (Path(s.path) / "adapter_model.safetensors" for s in (specs[0], specs[2]))
+    inode = plan.stat().st_ino
+    good = write.read_bytes()
+    write.write_bytes(good[:-1] + bytes([good[-1] ^ 0xFF]))
+
+    _, again = pull_library(registry.node, "prod", tmp_path)
+
+    assert again == specs
+    assert plan.stat().st_ino == inode  # verified: not downloaded again
+    assert write.read_bytes() == good  # tampered: replaced by the registry's bytes
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(s.version for s in specs)
+
+
+def test_a_tampered_blob_is_refused_and_the_node_keeps_its_library(
+    registry: Registry,
+    tiny_backbone: Path,
+    tmp_path: Path,
+) -> None:
+    from runtime.tiny import build_tiny_adapter
+
+    registry.promote("canary", registry.adapters)
+    revision, specs = pull_library(registry.node, "canary", tmp_path / "node")
+    engine = _engine(tiny_backbone, specs)
+    before = engine.audit()
+    new_write = build_tiny_adapter(tiny_backbone, tmp_path / "write-new", seed=42)
+    new_id = registry.publish(new_write, "write", 42)
+    registry.promote("canary", {"write": new_id})
+    blob = registry.node.get_adapter(new_id)["files"]["adapter_model.safetensors"]
+    stored = LocalBlobStore(registry.server.store_url).path_of(blob)
+    data = stored.read_bytes()
+    stored.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
+
+    # the server aborts a stream whose bytes fail its check; a full body is checked here
+    with pytest.raises((errors.DigestMismatchError, httpx.TransportError)):
+        pull_library(registry.node, "canary", tmp_path / "node")
+
+    new_name = registry.node.get_adapter(new_id)["name"]
+    assert not any(p.name.startswith(new_name) for p in (tmp_path / "node").iterdir())
+    assert dict(engine.adapters) == {s.name: s for s in specs}  # nothing swapped
+    assert engine.audit() == before
+    assert before.ok
+    assert dict(before.adapters)["write"] == revision["library"]["write"]["manifest_root"]
+
+
+def test_the_engine_refuses_local_weights_whose_root_differs(
+    registry: Registry, tiny_backbone: Path, tmp_path: Path
+) -> None:
+    _, specs = pull_library(registry.node, "prod", tmp_path)
+    weights = Path(specs[2].path) / "adapter_model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:-1] + bytes([data[-1] ^ 0x01]))
+
+    with pytest.raises(AdapterLoadError, match="manifest root .* != expected"):
+        _engine(tiny_backbone, specs)
