@@ -1,13 +1,16 @@
-"""`weact demo`: the registry end to end on embedded defaults, one printed step at a time.
+"""`weact demo`: the product end to end on embedded defaults, one printed step at a time.
 
 The demo starts `weact serve` as a subprocess (SQLite + a local blob directory in a temp
 folder, on a free port), then walks the lifecycle through `registry.client`: tokens, a
 backbone, the plan/search/write capabilities, three adapters, approval by a second
-principal, promotion, an updated write++ with lineage, rollback, revocation, and a check of
-the audit chain.
+principal, promotion, an updated write++ with lineage, rollback and revocation. Then the
+product around it: deterministic trajectories train a new capability `code` (trainers), which
+is published with its provenance, approved and promoted into prod; a runtime node pulls prod
+over HTTP (`runtime.sync`), serves it from `PeftEngine`, audits the resident weights against
+the registry's manifest roots, posts a heartbeat and runs one hard-policy episode. The audit
+event chain is verified last. `--plain` (no torch) runs the registry steps only.
 
-Steps are data (`STEPS`, a list of `Step`), each a function of the shared `Demo` state, so
-later stages (runtime, training) are added by appending steps.
+Steps are data (`STEPS`, a list of `Step`), each a function of the shared `Demo` state.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import array
 import contextlib
 import json
+import logging
 import os
 import shutil
 import socket
@@ -35,6 +39,9 @@ from rich.console import Console
 
 from registry import errors
 from registry.client import ADAPTER_FILES, Adapter, RegistryClient, Revision
+from runtime.engine import AdapterSpec
+from runtime.errors import RuntimeEngineError
+from trainers.errors import TrainerError
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -264,6 +271,26 @@ def write_safetensors(path: Path, tensors: Tensors) -> None:
 # -- the demo --------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Training:
+    """The `code` adapter trained by the demo."""
+
+    out: Path
+    data: Path
+    nll_before: float
+    nll_after: float
+
+
+@dataclass
+class Node:
+    """A runtime node: what it pulled and the engine serving it."""
+
+    revision: Revision
+    specs: list[AdapterSpec]
+    engine: Any
+    episode: Any = None
+
+
 @dataclass
 class Demo:
     """State shared by the steps."""
@@ -277,6 +304,8 @@ class Demo:
     backbone_root: str = ""
     adapters: dict[str, Adapter] = field(default_factory=dict)
     revisions: list[Revision] = field(default_factory=list)
+    training: Training | None = None
+    node: Node | None = None
     stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def client(self, principal: str) -> RegistryClient:
@@ -451,13 +480,183 @@ def verify_audit(demo: Demo) -> None:
     say(f"{report['count']} events, hash chain intact")
 
 
+# -- training, publishing, a runtime node ----------------------------------------------
+
+CODE = ("code", "Write a small program over the collected evidence.")
+PHASES = ("plan", "search", "write", "code")
+TRAIN_TRAJECTORIES, HELD_OUT_TRAJECTORIES = 8, 4
+ORDER = ["plan", "search", "write"]
+NODE_ID = "node-1"
+TASK = "What is the capital of France?"
+
+
+def train_code(demo: Demo) -> None:
+    from transformers import AutoTokenizer
+
+    from trainers.data import generate
+    from trainers.evaluate import evaluate_nll
+    from trainers.lora import LoraSettings, train_lora
+    from trainers.phases import build_samples
+    from trainers.publish import data_record
+    from trainers.trajectory import write_trajectories
+
+    assert demo.weights is not None
+    backbone = demo.weights.backbone
+    trajectories = generate(TRAIN_TRAJECTORIES, seed=0, phases=PHASES)
+    data = write_trajectories(demo.workdir / "code.jsonl", trajectories)
+    tokenizer = AutoTokenizer.from_pretrained(backbone)
+    train = build_samples(trajectories, tokenizer, {"code"})
+    held = build_samples(
+        generate(HELD_OUT_TRAJECTORIES, seed=1, phases=PHASES), tokenizer, {"code"}
+    )
+    say(
+        f"{TRAIN_TRAJECTORIES} trajectories {' -> '.join(PHASES)} -> {data.name}; "
+        f"{len(train)} code samples, {len(held)} held out"
+    )
+    before = evaluate_nll(backbone=backbone, samples=held, assignment={"code": None})["code"]
+    settings = LoraSettings(rank=4, alpha=8, lr=1e-2, epochs=1)
+    result = train_lora(
+        backbone=backbone,
+        adapter="code",
+        samples=train,
+        out=demo.workdir / "weights" / "code",
+        settings=settings,
+        record=data_record([data]),
+    )
+    after = evaluate_nll(backbone=backbone, samples=held, assignment={"code": result.out})["code"]
+    demo.training = Training(result.out, data, before.mean, after.mean)
+    say(f"{len(result.losses)} steps, train loss {result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
+    say(f"held-out masked NLL per code token: backbone {before.mean:.3f} -> code {after.mean:.3f}")
+
+
+def publish_code(demo: Demo) -> None:
+    from trainers.publish import publish_adapter
+
+    assert demo.training is not None
+    name, description = CODE
+    demo.client("admin").create_capability(name=name, description=description, order=len(ORDER))
+    pushed = publish_adapter(demo.training.out, client=demo.client("alice"), capability=name)
+    prov = pushed["provenance"]
+    say(
+        f"{pushed['name']} (id {pushed['id']}) {pushed['state']}, manifest "
+        f"{pushed['manifest_root'][:16]}"
+    )
+    say(
+        f"provenance: capabilities {prov['capabilities']}, replay {prov['replay']}, "
+        f"data {prov['data_digests'][0][:12]}, seed {prov['seed']}"
+    )
+    demo.adapters["code"] = demo.client("bob").approve(pushed["id"])
+    say(f"bob approved {pushed['name']}")
+
+
+def promote_code(demo: Demo) -> None:
+    result = demo.client("bob").promote(
+        "prod",
+        {"code": demo.adapters["code"]["id"]},
+        order=[*ORDER, "code"],
+        expected_revision=demo.revisions[-1]["revision"],
+    )
+    gate = result["gate"]
+    note = f"gate {'passed' if gate['passed'] else 'FAILED'} ({len(gate['checks'])} checks)"
+    _record(demo, result["revision"], note)
+
+
+def start_node(demo: Demo) -> None:
+    from runtime import sync
+    from runtime.engines.peft import PeftEngine
+
+    assert demo.weights is not None
+    created = demo.client("admin").create_token(name=NODE_ID, role="node")
+    demo.login(NODE_ID, created["token"])
+    revision, specs = sync.pull_library(demo.client(NODE_ID), "prod", demo.workdir / "node")
+    for spec in specs:
+        say(
+            f"{spec.version:<9} -> node/{Path(spec.path).name}/ verified, "
+            f"expects root {(spec.manifest_root or '')[:16]}"
+        )
+    engine = PeftEngine(demo.weights.backbone, specs)
+    demo.node = Node(revision, specs, engine)
+    resident = ", ".join(engine.adapters)
+    say(f"PeftEngine: backbone + {resident} resident (prod r{revision['revision']})")
+
+
+def audit_node(demo: Demo) -> None:
+    from runtime import sync
+
+    assert demo.node is not None
+    report = demo.node.engine.audit()
+    expected = {c: e["manifest_root"] for c, e in demo.node.revision["library"].items()}
+    if not report.ok or dict(report.adapters) != expected:
+        raise RuntimeError(f"engine audit disagrees with the registry: {report}")
+    say(
+        f"backbone root recomputed from memory equals the registry's: "
+        f"{report.backbone_root == demo.backbone_root}"
+    )
+    say(f"adapter roots equal prod's manifest roots: {', '.join(sorted(report.adapters))}")
+    rev = demo.node.revision["revision"]
+    sync.heartbeat(demo.client(NODE_ID), NODE_ID, "prod", rev, report)
+    for node in demo.client("admin").list_nodes():
+        say(
+            f"node {node['id']}: {node['channel']} r{node['revision']}, audit_ok "
+            f"{node['audit_ok']}, last heartbeat {node['last_heartbeat']}"
+        )
+
+
+def run_episode(demo: Demo) -> None:
+    assert demo.node is not None
+    episode = _episode(demo.node.engine)
+    demo.node.episode = episode
+    say(f"task {TASK!r}; hard order {' -> '.join(ORDER)} (tiny random model: its text is noise)")
+    say("step  active   prefilled  hit  decoded  switch ms  rebuild ms  tool calls")
+    for s in episode.steps:
+        calls = ", ".join(s.tool_calls) + (" (runtime)" if s.forced else "")
+        say(
+            f"{s.step:>4}  {s.active or '-':<7} {s.prefilled:>10} {s.cache_hit:>4} "
+            f"{s.decoded:>8} {s.switch_s * 1e3:>10.3f} {s.rebuild_s * 1e3:>11.1f}  {calls}"
+        )
+    if episode.status != "done":
+        raise RuntimeError(f"episode failed: {episode.error}")
+    loaded = [s.active for s in episode.steps if s.decoded and s.active]
+    say(
+        f"adapters that decoded, in order: {' -> '.join(dict.fromkeys(loaded))}; "
+        f"finish: {episode.finish_reason}, {episode.elapsed_s:.2f} s"
+    )
+
+
+def _episode(engine: Any) -> Any:
+    import anyio
+
+    from runtime.agent import Agent, AgentConfig
+    from runtime.episode import EpisodeManager
+    from runtime.kb import serve_search_tool
+    from runtime.policy import make_policy
+    from runtime.tools import McpToolbox
+
+    policy = make_policy("hard", ORDER, engine.adapters)
+    episode = EpisodeManager(engine, policy=policy).create(task=TASK)
+    config = AgentConfig(max_steps=10, max_new_tokens=24)
+
+    async def main() -> None:
+        async with McpToolbox([serve_search_tool()]) as toolbox:
+            await Agent(engine.tokenizer, toolbox, config).run(episode, TASK)
+
+    anyio.run(main)
+    return episode
+
+
+def torch_available() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "peft"))
+
+
 def _record(demo: Demo, rev: Revision, note: str) -> None:
     demo.revisions.append(rev)
     library = ", ".join(entry["name"] for _, entry in sorted(rev["library"].items()))
     say(f"{rev['channel']} r{rev['revision']}: {library}  [{rev['library_digest'][:12]}]  {note}")
 
 
-STEPS: list[Step] = [
+REGISTRY_STEPS: list[Step] = [
     Step("Start an embedded registry", start_registry),
     Step("Create tokens (admin, publisher alice, approvers bob and alice)", create_tokens),
     Step("Build a tiny backbone and LoRA adapters", build_demo_weights),
@@ -472,14 +671,31 @@ STEPS: list[Step] = [
     Step("Roll prod back to its first revision", roll_back),
     Step("Pull prod's library (every blob verified by sha256)", pull_library),
     Step("Revoke write++", revoke_update),
-    Step("Verify the audit event chain", verify_audit),
 ]
+PRODUCT_STEPS: list[Step] = [
+    Step("Generate trajectories, train a new capability `code` (LoRA, 1 epoch)", train_code),
+    Step("Publish code with its provenance (trainers.publish), approve", publish_code),
+    Step("Promote code into prod", promote_code),
+    Step("Runtime node: pull prod (runtime.sync) and start PeftEngine", start_node),
+    Step("Audit the resident weights and post a heartbeat", audit_node),
+    Step("Run a hard-policy episode plan -> search -> write", run_episode),
+]
+VERIFY = Step("Verify the audit event chain", verify_audit)
+STEPS: list[Step] = [*REGISTRY_STEPS, *PRODUCT_STEPS, VERIFY]
+"""Every step: the registry lifecycle, training, a runtime node, the audit chain."""
+PLAIN_STEPS: list[Step] = [*REGISTRY_STEPS, VERIFY]
+"""Without torch (`--plain`): the registry lifecycle and the audit chain."""
 
 
-def run_demo(workdir: Path, steps: Sequence[Step] = STEPS, *, plain_weights: bool = False) -> Demo:
-    """Run `steps` in order, printing each; returns the final state."""
+def run_demo(
+    workdir: Path, steps: Sequence[Step] | None = None, *, plain_weights: bool = False
+) -> Demo:
+    """Run `steps` (default: STEPS, PLAIN_STEPS with `plain_weights`) in order, printing each."""
+    if steps is None:
+        steps = PLAIN_STEPS if plain_weights else STEPS
     demo = Demo(workdir=workdir, plain_weights=plain_weights)
-    with demo.stack:
+    with demo.stack, warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # transformers deprecations, not ours
         for number, step in enumerate(steps, 1):
             started = time.perf_counter()
             console.print(f"[bold][{number}/{len(steps)}] {step.title}[/bold]")
@@ -490,14 +706,26 @@ def run_demo(workdir: Path, steps: Sequence[Step] = STEPS, *, plain_weights: boo
 
 @click.command()
 @click.option("--keep", is_flag=True, help="Keep the temp directory (registry, weights).")
-@click.option("--plain", is_flag=True, help="Build the weights without torch/peft.")
+@click.option("--plain", is_flag=True, help="Registry steps only, weights built without torch.")
 def demo(keep: bool, plain: bool) -> None:
     """Run the end-to-end demo on embedded defaults."""
+    # Warnings only; configured first, so that libraries (mcp) cannot raise it to INFO.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not plain and not torch_available():
+        console.print("torch/peft not installed: running the registry steps only (--plain)")
+        plain = True
     workdir = Path(tempfile.mkdtemp(prefix="weact-demo-"))
     started = time.perf_counter()
     try:
         run_demo(workdir, plain_weights=plain)
-    except (errors.RegistryError, httpx.HTTPError, RuntimeError, OSError) as exc:
+    except (
+        errors.RegistryError,
+        httpx.HTTPError,
+        RuntimeError,
+        OSError,
+        RuntimeEngineError,
+        TrainerError,
+    ) as exc:
         raise click.ClickException(f"demo failed: {exc}") from exc
     finally:
         if keep:
