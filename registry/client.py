@@ -309,12 +309,17 @@ class RegistryClient:
         with self._open_blob(digest) as response:
             total = int(response.headers.get("Content-Length", 0))
             done = 0
-            for chunk in response.iter_bytes(CHUNK_SIZE):
-                hasher.update(chunk)
-                done += len(chunk)
-                if progress is not None:
-                    progress(done, total)
-                yield chunk
+            try:
+                for chunk in response.iter_bytes(CHUNK_SIZE):
+                    hasher.update(chunk)
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, total)
+                    yield chunk
+            except httpx.TransportError as exc:
+                raise errors.TransferError(
+                    f"blob {digest}: transfer broke off after {done} bytes ({exc})"
+                ) from exc
         actual = hasher.hexdigest()
         if actual != digest:
             raise errors.DigestMismatchError(f"blob {digest}: downloaded bytes hash to {actual}")

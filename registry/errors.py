@@ -12,7 +12,9 @@
     │   ├── InvalidStateError                     invalid_state         409
     │   ├── RevisionConflictError                 revision_conflict     409
     │   └── GateFailedError                       gate_failed           409 (detail = report)
-    └── PayloadTooLargeError (ValueError)         payload_too_large     413
+    ├── PayloadTooLargeError (ValueError)         payload_too_large     413
+    └── TransferError (ConnectionError)           transfer_failed       (client side: a
+                                                  download that broke off mid-stream)
 
 ``error_for(code, detail)`` turns a code back into its class (used by ``registry.client``).
 """
@@ -82,6 +84,16 @@ class PayloadTooLargeError(RegistryError, ValueError):
     code = "payload_too_large"
 
 
+class TransferError(RegistryError, ConnectionError):
+    """A blob download that broke off before its bytes could be verified.
+
+    Raised by the client only: the server aborts a stream whose stored bytes fail its own
+    check, which reaches the client as a dropped connection, never as a response.
+    """
+
+    code = "transfer_failed"
+
+
 _ERRORS: tuple[type[RegistryError], ...] = (
     InvalidError,
     DigestMismatchError,
@@ -95,6 +107,7 @@ _ERRORS: tuple[type[RegistryError], ...] = (
     RevisionConflictError,
     GateFailedError,
     PayloadTooLargeError,
+    TransferError,
 )
 
 ERROR_CLASSES: dict[str, type[RegistryError]] = {cls.code: cls for cls in _ERRORS}
