@@ -155,7 +155,9 @@ class AdapterControl:
                 return ToolOutcome.error(f"unknown internal tool {name!r}")
         except RuntimeEngineError as exc:
             return ToolOutcome.error(str(exc))
-        result = {"ok": True, "active": self.session.active, "switch_ms": record.seconds * 1e3}
+        # Only what the model needs, and nothing that varies between runs: the switch time is
+        # in the step record and the metrics, and the trainers' trajectories show this text.
+        result = {"ok": True, "active": self.session.active}
         return ToolOutcome(json.dumps(result), switch=record)
 
 

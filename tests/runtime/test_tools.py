@@ -101,6 +101,19 @@ def test_success_reports_the_active_adapter(engine) -> None:
     assert outcome.switch is not None
 
 
+def test_results_are_the_text_the_trainers_train_on(engine) -> None:
+    """The model sees the same load/offload results at serving time as in its training data."""
+    from trainers.data import generate
+
+    trajectory = generate(1, seed=0)[0]
+    trained = {m["content"] for m in trajectory.messages if m.get("name") == "load_lora"}
+    trained |= {m["content"] for m in trajectory.messages if m.get("name") == "offload_lora"}
+    c = control(engine)
+    served = {c.call("load_lora", {"capability": cap}).content for cap in ("plan",)}
+    served.add(c.call("offload_lora", {}).content)
+    assert served <= trained
+
+
 def test_hard_policy_refuses_out_of_order_loads(engine) -> None:
     c = control(engine, HardPolicy(("plan", "search", "write")))
     with pytest.raises(PolicyViolationError, match="load 'plan' next"):
