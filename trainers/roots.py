@@ -1,6 +1,6 @@
 """Manifest roots of weights in memory: the proof that frozen weights stayed frozen.
 
-Roots are computed with `storage.manifest.manifest_of_tensors` over the tensors' raw bytes,
+Roots are computed by the runtime audit (`runtime.audit.manifest_of_resident`) over raw bytes,
 so they are the same identity as a manifest of the files. The backbone is named as in its
 own state dict (a PEFT wrapper's `.base_layer` and `lora_*` entries are undone), each adapter
 as PEFT saves it (`get_peft_model_state_dict`).
@@ -9,38 +9,17 @@ as PEFT saves it (`get_peft_model_state_dict`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from storage.manifest import manifest_of_tensors
+from runtime.audit import manifest_of_resident
 
-_DTYPES = {
-    "float64": "F64",
-    "float32": "F32",
-    "float16": "F16",
-    "bfloat16": "BF16",
-    "int64": "I64",
-    "int32": "I32",
-    "int16": "I16",
-    "int8": "I8",
-    "uint8": "U8",
-    "bool": "BOOL",
-}
 _LORA_KEY = re.compile(r"\.lora_(A|B|embedding_A|embedding_B|magnitude_vector)\.")
 
 
-def _items(tensors: Mapping[str, Any]) -> Iterator[tuple[str, str, tuple[int, ...], memoryview]]:
-    import torch
-
-    for name, tensor in tensors.items():
-        t = tensor.detach().cpu().contiguous().reshape(-1)
-        dtype = _DTYPES[str(tensor.dtype).removeprefix("torch.")]
-        yield name, dtype, tuple(tensor.shape), memoryview(t.view(torch.uint8).numpy())
-
-
 def root_of(tensors: Mapping[str, Any]) -> str:
-    """Manifest root of named in-memory tensors."""
-    return manifest_of_tensors(_items(tensors)).root
+    """Manifest root of named in-memory tensors (the runtime audit's identity)."""
+    return manifest_of_resident(tensors).root
 
 
 def backbone_tensors(model: Any) -> dict[str, Any]:
