@@ -12,10 +12,13 @@ Implementations: `runtime.engines.peft.PeftEngine` (reference, transformers; CPU
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from runtime.errors import AdapterAlreadyActiveError, NoActiveAdapterError, UnknownAdapterError
 
 # A weight configuration: an adapter name, or None for the bare backbone.
 Config = str | None
@@ -62,19 +65,54 @@ class SwitchRecord:
 
 
 class EngineSession(ABC):
-    """One episode's state on an engine."""
+    """One episode's state on an engine.
+
+    `activate` / `deactivate` are the one place that enforces zero-or-one active adapter;
+    engines only say which names a session may load (`library`) and whether it is open.
+    """
+
+    _active: Config = None
+
+    @property
+    def active(self) -> Config:
+        return self._active
 
     @property
     @abstractmethod
-    def active(self) -> Config: ...
+    def library(self) -> Mapping[str, Any]:
+        """The names this session may activate (fixed for the episode)."""
 
-    @abstractmethod
+    def _check_open(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Raise SessionClosedError on a closed session (engines that can close override)."""
+
+    def check_activate(self, name: str) -> None:
+        """Raise what `activate(name)` would raise, without switching."""
+        self._check_open()
+        if name not in self.library:
+            raise UnknownAdapterError(name, sorted(self.library))
+        if self._active is not None:
+            raise AdapterAlreadyActiveError(self._active, name)
+
     def activate(self, name: str) -> SwitchRecord:
         """Make `name` active. Raises UnknownAdapterError, AdapterAlreadyActiveError."""
+        start = time.perf_counter()
+        self.check_activate(name)
+        self._active = name
+        return self._switched(SwitchRecord(None, name, time.perf_counter() - start))
 
-    @abstractmethod
     def deactivate(self) -> SwitchRecord:
         """Back to the bare backbone. Raises NoActiveAdapterError."""
+        start = time.perf_counter()
+        self._check_open()
+        previous = self._active
+        if previous is None:
+            raise NoActiveAdapterError()
+        self._active = None
+        return self._switched(SwitchRecord(previous, None, time.perf_counter() - start))
+
+    def _switched(self, record: SwitchRecord) -> SwitchRecord:
+        """Hook after a switch (the scripted test engine records them)."""
+        return record
 
     @property
     @abstractmethod

@@ -35,7 +35,6 @@ from runtime.engine import (
     GenerationResult,
     SwitchRecord,
 )
-from runtime.errors import AdapterAlreadyActiveError, NoActiveAdapterError, UnknownAdapterError
 from runtime.tools import DEFAULT_DESCRIPTIONS
 
 SPECIALS = ("<|endoftext|>", IM_START, IM_END)
@@ -116,28 +115,14 @@ class ScriptedSession(EngineSession):
         self.closed = False
 
     @property
-    def active(self) -> Config:
-        return self._active
-
-    @property
     def history(self) -> Sequence[int]:
         return tuple(self._history)
 
-    def activate(self, name: str) -> SwitchRecord:
-        if name not in self._engine.adapters:
-            raise UnknownAdapterError(name, sorted(self._engine.adapters))
-        if self._active is not None:
-            raise AdapterAlreadyActiveError(self._active, name)
-        return self._switch(name)
+    @property
+    def library(self) -> Mapping[str, AdapterSpec]:
+        return self._engine.adapters
 
-    def deactivate(self) -> SwitchRecord:
-        if self._active is None:
-            raise NoActiveAdapterError()
-        return self._switch(None)
-
-    def _switch(self, to: Config) -> SwitchRecord:
-        record = SwitchRecord(self._active, to, 0.0)
-        self._active = to
+    def _switched(self, record: SwitchRecord) -> SwitchRecord:
         self.switches.append(record)
         return record
 
@@ -265,6 +250,13 @@ class ForcedSession(EngineSession):
     @property
     def history(self) -> Sequence[int]:
         return self.inner.history  # type: ignore[no-any-return]
+
+    @property
+    def library(self) -> Mapping[str, Any]:
+        return self.inner.library  # type: ignore[no-any-return]
+
+    def check_activate(self, name: str) -> None:
+        self.inner.check_activate(name)
 
     def activate(self, name: str) -> SwitchRecord:
         return self.inner.activate(name)  # type: ignore[no-any-return]

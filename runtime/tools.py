@@ -25,10 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from runtime.chat import tool_schema
 from runtime.engine import AdapterSpec, EngineSession, SwitchRecord
 from runtime.errors import (
-    AdapterAlreadyActiveError,
-    NoActiveAdapterError,
     RuntimeEngineError,
-    UnknownAdapterError,
 )
 from runtime.policy import Policy
 
@@ -121,11 +118,8 @@ class AdapterControl:
 
     def load(self, capability: str) -> SwitchRecord:
         with self._lock:
-            if capability not in self.library:
-                raise UnknownAdapterError(capability, sorted(self.library))
-            active = self.session.active
-            if active is not None:
-                raise AdapterAlreadyActiveError(active, capability)
+            # the model hears "offload first" / "unknown" before any policy complaint
+            self.session.check_activate(capability)
             self.policy.check_load(capability, self.loaded)
             record = self.session.activate(capability)
             self.loaded.append(capability)
@@ -133,8 +127,6 @@ class AdapterControl:
 
     def offload(self) -> SwitchRecord:
         with self._lock:
-            if self.session.active is None:
-                raise NoActiveAdapterError()
             return self._record(self.session.deactivate())
 
     def _record(self, record: SwitchRecord) -> SwitchRecord:

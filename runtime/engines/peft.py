@@ -28,7 +28,6 @@ import logging
 import math
 import os
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -44,14 +43,11 @@ from runtime.engine import (
     Engine,
     EngineSession,
     GenerationResult,
-    SwitchRecord,
 )
 from runtime.errors import (
-    AdapterAlreadyActiveError,
     AdapterLoadError,
     BackboneLoadError,
     InvalidTokensError,
-    NoActiveAdapterError,
     SessionClosedError,
     UnknownAdapterError,
 )
@@ -481,8 +477,7 @@ class PeftSession(EngineSession):
 
     def __init__(self, engine: PeftEngine, cache_budget_bytes: int) -> None:
         self._engine = engine
-        self.library = dict(engine._library)  # capability -> weight key, fixed for the episode
-        self._active: Config = None
+        self._library = dict(engine._library)
         self._history: list[int] = []
         self._seen = 0  # history tokens that went through the model under any configuration
         self.rebuilt_tokens = 0  # history tokens re-processed under new weights by generate
@@ -495,30 +490,9 @@ class PeftSession(EngineSession):
 
     # -- configuration -------------------------------------------------------------------
     @property
-    def active(self) -> Config:
-        return self._active
-
-    def activate(self, name: str) -> SwitchRecord:
-        start = time.perf_counter()
-        if self._closed:
-            raise SessionClosedError("session is closed")
-        if name not in self.library:
-            raise UnknownAdapterError(name, sorted(self.library))
-        previous = self._active
-        if previous is not None:
-            raise AdapterAlreadyActiveError(previous, name)
-        self._active = name
-        return SwitchRecord(previous, name, time.perf_counter() - start)
-
-    def deactivate(self) -> SwitchRecord:
-        start = time.perf_counter()
-        if self._closed:
-            raise SessionClosedError("session is closed")
-        previous = self._active
-        if previous is None:
-            raise NoActiveAdapterError()
-        self._active = None
-        return SwitchRecord(previous, None, time.perf_counter() - start)
+    def library(self) -> Mapping[str, str]:
+        """capability -> weight key, fixed for the episode."""
+        return self._library
 
     # -- history -------------------------------------------------------------------------
     @property
@@ -537,7 +511,7 @@ class PeftSession(EngineSession):
 
     # -- forward passes ------------------------------------------------------------------
     def _key(self, config: Config) -> Config:
-        return None if config is None else self.library[config]
+        return None if config is None else self._library[config]
 
     def _lock(self, config: Config) -> threading.Lock:
         with self._locks_guard:

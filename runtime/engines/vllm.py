@@ -28,13 +28,10 @@ from runtime.engine import (
     Engine,
     EngineSession,
     GenerationResult,
-    SwitchRecord,
 )
 from runtime.errors import (
-    AdapterAlreadyActiveError,
     AdapterLoadError,
     InvalidTokensError,
-    NoActiveAdapterError,
     SessionClosedError,
     UnknownAdapterError,
 )
@@ -171,31 +168,12 @@ class VllmSession(EngineSession):
 
     def __init__(self, engine: VllmEngine) -> None:
         self._engine = engine
-        self._active: Config = None
         self._history: list[int] = []
         self._closed = False
 
     @property
-    def active(self) -> Config:
-        return self._active
-
-    def activate(self, name: str) -> SwitchRecord:
-        start = time.perf_counter()
-        self._check_open()
-        if name not in self._engine.adapters:
-            raise UnknownAdapterError(name, sorted(self._engine.adapters))
-        if self._active is not None:
-            raise AdapterAlreadyActiveError(self._active, name)
-        self._active = name
-        return SwitchRecord(None, name, time.perf_counter() - start)
-
-    def deactivate(self) -> SwitchRecord:
-        start = time.perf_counter()
-        self._check_open()
-        if self._active is None:
-            raise NoActiveAdapterError()
-        previous, self._active = self._active, None
-        return SwitchRecord(previous, None, time.perf_counter() - start)
+    def library(self) -> Mapping[str, AdapterSpec]:
+        return self._engine.adapters
 
     @property
     def history(self) -> Sequence[int]:
