@@ -2,13 +2,17 @@
 
     weact runtime serve --backbone PATH --adapter NAME=DIR [...] [--policy hard|soft]
                         [--order plan,search,write] [--host H] [--port P] [--token T]
+    weact runtime serve --backbone PATH --registry URL --channel prod [--node-id ID]
+                        [--registry-token T] [--library-dir DIR]   (follows the channel)
     weact runtime run   --task "..." --backbone PATH --adapter NAME=DIR [...] [--json]
     weact runtime mcp   --backbone PATH --adapter NAME=DIR [...]      (MCP over stdio)
 
 `--backbone smollm2` selects the packaged SmolLM2-135M-Instruct (converted once, cached).
 Defaults come from `WEACT_RUNTIME_*` (see runtime/settings.py); the token also from
-`WEACT_RUNTIME_TOKEN`. The built-in knowledge-base `search` tool is offered unless `--no-kb`;
-`--tool-server URL` adds external MCP tool servers (streamable HTTP).
+`WEACT_RUNTIME_TOKEN`, the registry token from `WEACT_TOKEN`. With `--registry` the library
+is the channel's current revision, kept current by `runtime.follow.ChannelFollower`
+(exclusive with `--adapter`). The built-in knowledge-base `search` tool is offered unless
+`--no-kb`; `--tool-server URL` adds external MCP tool servers (streamable HTTP).
 """
 
 from __future__ import annotations
@@ -92,6 +96,25 @@ def engine_options(fn: F) -> F:
     return fn
 
 
+def follow_options(fn: F) -> F:
+    """Options of a node that follows a registry channel instead of local adapters."""
+    options = [
+        click.option("--registry", default=None, metavar="URL", help="Follow this registry."),
+        click.option("--channel", default=None, help="The channel to follow, e.g. prod."),
+        click.option("--node-id", default=None, help="Node id in heartbeats (default hostname)."),
+        click.option("--registry-token", envvar="WEACT_TOKEN", default=None, help="Node token."),
+        click.option(
+            "--library-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="Where pulled adapters go (default ~/.cache/weact/library/CHANNEL).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
 def runtime_errors(fn: F) -> F:
     """Typed runtime errors become one line on stderr and exit 1."""
 
@@ -160,6 +183,7 @@ def runtime() -> None:
 @click.option("--host", default=None, help="Bind address (default 127.0.0.1).")
 @click.option("--port", type=click.IntRange(0, 65535), default=None)
 @click.option("--token", envvar="WEACT_RUNTIME_TOKEN", default=None, help="Bearer token.")
+@follow_options
 @runtime_errors
 def serve(host: str | None, port: int | None, token: str | None, **options: Any) -> None:
     """Serve the runtime HTTP API, with MCP at /mcp."""
@@ -169,7 +193,9 @@ def serve(host: str | None, port: int | None, token: str | None, **options: Any)
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = get_settings()
+    check_library_source(options)
     engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
+    follower = start_follower(engine, options) if options["registry"] else None
     policy, config, targets = episode_setup(engine, options)
     host = host or settings.host
     secret = token or (settings.token.get_secret_value() if settings.token else None)
@@ -182,7 +208,43 @@ def serve(host: str | None, port: int | None, token: str | None, **options: Any)
         host=host,
         max_episodes=settings.max_episodes,
     )
-    uvicorn.run(app, host=host, port=port if port is not None else settings.port)
+    try:
+        uvicorn.run(app, host=host, port=port if port is not None else settings.port)
+    finally:
+        if follower is not None:
+            follower.stop()
+
+
+def check_library_source(options: dict[str, Any]) -> None:
+    """Local adapters or a registry channel, not both; --registry and --channel together."""
+    if options["registry"] and options["adapters"]:
+        raise click.UsageError("--adapter and --registry are exclusive")
+    if bool(options["registry"]) != bool(options["channel"]):
+        raise click.UsageError("--registry and --channel go together")
+
+
+def start_follower(engine: Engine, options: dict[str, Any]) -> Any:
+    """Serve the channel's current revision and follow it (a started ChannelFollower)."""
+    import socket
+
+    from registry.client import RegistryClient
+    from runtime.follow import SYNC_ERRORS, ChannelFollower
+
+    if not hasattr(engine, "swap_adapters"):
+        raise click.UsageError(f"engine {options['engine_kind']!r} cannot follow a channel")
+    channel = options["channel"]
+    dest = options["library_dir"] or Path.home() / ".cache" / "weact" / "library" / channel
+    client = RegistryClient(options["registry"], options["registry_token"])
+    node_id = options["node_id"] or socket.gethostname()
+    follower = ChannelFollower(client, engine, channel, node_id, dest)  # type: ignore[arg-type]
+    try:
+        follower.start()
+    except SYNC_ERRORS as exc:
+        client.close()
+        if isinstance(exc, RuntimeEngineError):
+            raise
+        raise click.ClickException(f"cannot follow {channel!r}: {exc}") from exc
+    return follower
 
 
 @runtime.command()

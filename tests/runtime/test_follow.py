@@ -1,0 +1,228 @@
+"""runtime.follow: a PeftEngine following a channel of a real `weact serve` over HTTP."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("peft")
+
+from click.testing import CliRunner  # noqa: E402
+
+from cli.demo import EmbeddedRegistry, create_token_directly, embedded_registry  # noqa: E402
+from cli.main import app  # noqa: E402
+from registry.client import RegistryClient  # noqa: E402
+from runtime.errors import AuditMismatchError  # noqa: E402
+from runtime.follow import ChannelFollower  # noqa: E402
+from storage.local import LocalBlobStore  # noqa: E402
+from storage.manifest import manifest_of_path  # noqa: E402
+
+ORDER = ["plan", "search", "write"]
+
+
+@dataclass
+class Registry:
+    server: EmbeddedRegistry
+    admin: RegistryClient
+    alice: RegistryClient
+    bob: RegistryClient
+    node_token: str
+    backbone_root: str
+    adapters: dict[str, int]
+
+    def promote(self, channel: str, adapters: dict[str, int]) -> int:
+        result = self.bob.promote(channel, adapters, backbone=self.backbone_root, order=ORDER)
+        return int(result["revision"]["revision"])
+
+    def publish(self, directory: Path, capability: str, seed: int) -> dict[str, Any]:
+        pushed = self.alice.push_adapter(
+            directory, capability=capability, backbone=self.backbone_root, provenance={"seed": seed}
+        )
+        return dict(self.bob.approve(pushed["id"]))
+
+    def node_row(self, node_id: str) -> dict[str, Any]:
+        return {n["id"]: n for n in self.admin.list_nodes()}[node_id]
+
+    def tamper(self, adapter: dict[str, Any]) -> None:
+        blob = adapter["files"]["adapter_model.safetensors"]
+        stored = LocalBlobStore(self.server.store_url).path_of(blob)
+        data = stored.read_bytes()
+        stored.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
+
+
+@pytest.fixture(scope="module")
+def registry(
+    tiny_backbone: Path, tiny_adapters: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Registry]:
+    with embedded_registry(tmp_path_factory.mktemp("registry")) as server:
+        admin = RegistryClient(server.url, create_token_directly(server.database_url, "r", "admin"))
+        tokens = {
+            role: admin.create_token(name=name, role=role)["token"]
+            for name, role in (("alice", "publisher"), ("bob", "approver"), ("nodes", "node"))
+        }
+        alice, bob = (
+            RegistryClient(server.url, tokens["publisher"]),
+            RegistryClient(server.url, tokens["approver"]),
+        )
+        root = admin.register_backbone(
+            name="tiny", manifest=manifest_of_path(tiny_backbone).to_json()
+        )["root"]
+        for order, name in enumerate(ORDER):
+            admin.create_capability(name=name, description=f"{name} it.", order=order)
+        reg = Registry(server, admin, alice, bob, tokens["node"], root, {})
+        for seed, (capability, path) in enumerate(tiny_adapters.items(), 1):
+            reg.adapters[capability] = int(reg.publish(path, capability, seed)["id"])
+        yield reg
+        for client in (admin, alice, bob):
+            client.close()
+
+
+@pytest.fixture
+def node(registry: Registry) -> Iterator[RegistryClient]:
+    client = RegistryClient(registry.server.url, registry.node_token)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def engine(tiny_backbone: Path):  # -> PeftEngine
+    from runtime.engines.peft import PeftEngine
+
+    return PeftEngine(tiny_backbone)
+
+
+@pytest.fixture
+def follow(
+    registry: Registry, node: RegistryClient, engine, tmp_path: Path
+) -> Iterator[Callable[[str], ChannelFollower]]:
+    followers: list[ChannelFollower] = []
+
+    def start(channel: str) -> ChannelFollower:
+        follower = ChannelFollower(
+            node, engine, channel, f"node-{channel}", tmp_path / "lib", wait_s=2, retry_s=0.2
+        )
+        followers.append(follower)
+        follower.start()
+        return follower
+
+    yield start
+    for follower in followers:
+        follower.stop()
+
+
+def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def new_write(registry: Registry, tiny_backbone: Path, tmp_path: Path, seed: int) -> dict[str, Any]:
+    from runtime.tiny import build_tiny_adapter
+
+    return registry.publish(
+        build_tiny_adapter(tiny_backbone, tmp_path / f"w{seed}", seed), "write", seed
+    )
+
+
+def test_follower_swaps_new_revisions_in_for_new_episodes(
+    registry: Registry, follow, engine, tiny_backbone: Path, tmp_path: Path
+) -> None:
+    first = registry.promote("main", registry.adapters)
+    follower = follow("main")
+
+    row = registry.node_row("node-main")
+    assert (row["revision"], row["audit_ok"], follower.revision) == (first, True, first)
+    assert sorted(engine.adapters) == ORDER
+    old_write = engine.adapters["write"].version
+    before = engine.new_session()
+
+    adapter = new_write(registry, tiny_backbone, tmp_path, seed=51)
+    second = registry.promote("main", {"write": adapter["id"]})
+    eventually(lambda: registry.node_row("node-main")["revision"] == second)
+
+    assert engine.adapters["write"].version == adapter["name"] != old_write
+    assert engine.new_session().library["write"] == adapter["name"]
+    assert before.library["write"] == old_write  # the open episode keeps its version
+    row = registry.node_row("node-main")
+    assert row["audit_ok"] is True
+    assert row["audit"]["adapters"]["write"] == adapter["manifest_root"]
+    assert old_write in engine.audit().adapters  # still resident for `before`
+    assert follower.last_error == ""
+
+
+def test_a_tampered_revision_is_never_loaded(
+    registry: Registry, follow, engine, tiny_backbone: Path, tmp_path: Path
+) -> None:
+    good = registry.promote("canary", registry.adapters)
+    follower = follow("canary")
+    served = dict(engine.adapters)
+    adapter = new_write(registry, tiny_backbone, tmp_path, seed=52)
+    registry.tamper(adapter)
+
+    registry.promote("canary", {"write": adapter["id"]})
+    eventually(lambda: "failed" in registry.node_row("node-canary")["audit"]["detail"])
+
+    row = registry.node_row("node-canary")
+    assert (row["revision"], row["audit_ok"]) == (good, True)
+    assert follower.revision == good
+    assert follower.running
+    assert dict(engine.adapters) == served
+    assert adapter["name"] not in engine.audit().adapters
+    assert not any(p.name.startswith(adapter["name"]) for p in (tmp_path / "lib").iterdir())
+
+
+def test_stop_returns_promptly_during_a_long_poll(
+    registry: Registry, node: RegistryClient, engine, tmp_path: Path
+) -> None:
+    registry.promote("quiet", registry.adapters)
+    follower = ChannelFollower(node, engine, "quiet", "node-quiet", tmp_path, wait_s=3)
+    follower.start()
+    time.sleep(0.3)  # the long-poll is in flight
+
+    started = time.monotonic()
+    follower.stop()
+
+    assert time.monotonic() - started < 2.0
+    eventually(lambda: not follower.running, timeout=5.0)  # ends once its poll returns
+    assert registry.node_row("node-quiet")["revision"] == follower.revision
+
+
+def test_start_refuses_a_backbone_other_than_the_revisions(
+    registry: Registry, node: RegistryClient, tmp_path: Path
+) -> None:
+    from runtime.engines.peft import PeftEngine
+    from runtime.tiny import build_tiny_backbone
+
+    registry.promote("other", registry.adapters)
+    other = PeftEngine(build_tiny_backbone(tmp_path / "other", seed=7))
+    follower = ChannelFollower(node, other, "other", "node-other", tmp_path / "lib")
+
+    with pytest.raises(AuditMismatchError, match="backbone"):
+        follower.start()
+
+    assert not follower.running
+    row = registry.node_row("node-other")
+    assert row["audit_ok"] is False
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--adapter", "plan={dir}", "--registry", "http://x", "--channel", "prod"], "exclusive"),
+        (["--registry", "http://x"], "go together"),
+        (["--channel", "prod"], "go together"),
+    ],
+)
+def test_serve_takes_adapters_or_a_channel(
+    tiny_backbone: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    args = [a.format(dir=tmp_path) for a in args]
+    result = CliRunner().invoke(app, ["runtime", "serve", "--backbone", str(tiny_backbone), *args])
+    assert result.exit_code == 2
+    assert message in result.output
