@@ -342,3 +342,49 @@ def test_serve_on_s3_hands_out_presigned_urls(
         cli.ok("adapter", "pull", str(pushed["id"]), "--to", tmp_path / "pulled", token=admin)
     assert pushed_files(tmp_path / "pulled") == pushed_files(adapter_dir)
     assert not (workdir / ".weact" / "blobs").exists()  # the blobs live in S3 only
+
+
+def test_gate_refuses_a_regression_with_exit_code_1(sqlite_cli: Cli, tmp_path: Path) -> None:
+    """What CI relies on: `weact gate` exits 1 and `weact promote` is refused (409) when the
+    candidate scores worse than the serving adapter beyond the benchmark's tolerance."""
+    from registry.client import RegistryClient
+
+    cli = sqlite_cli
+    admin, alice, bob = parallel(
+        lambda: cli.token("root", "admin"),
+        lambda: cli.token("alice", "publisher"),
+        lambda: cli.token("bob", "approver"),
+    )
+    factories.write_backbone(tmp_path / "backbone")
+    cli.ok("backbone", "register", tmp_path / "backbone", "--name", "tiny", token=admin)
+    cli.ok("capability", "create", "write", "--description", "write it", token=admin)
+    ids = []
+    for seed in (1, 2):
+        path = factories.write_adapter(tmp_path / f"write{seed}", seed=seed)
+        ids.append(cli.ok("adapter", "push", path, "--capability", "write", token=alice)["id"])
+        cli.ok("approve", str(ids[-1]), token=bob)
+    serving, candidate = ids
+    cli.ok("promote", "prod", "--adapter", f"write={serving}", token=bob)
+
+    with RegistryClient(cli.registry.url, bob) as client:
+        client.create_benchmark(
+            name="report-quality", version=1, dataset_digest="e" * 64, scope="write",
+            metric="accuracy", direction="higher", tolerance=0.02,
+        )  # fmt: skip
+        for adapter_id, score in ((serving, 0.80), (candidate, 0.70)):
+            client.create_evaluation(
+                benchmark="report-quality", benchmark_version=1, score=score, n=200,
+                adapter_id=adapter_id,
+            )  # fmt: skip
+
+    assignment = ("--adapter", f"write={candidate}")
+    checked = cli.run("gate", "prod", *assignment, "--json", token=bob)
+    assert checked.returncode == 1, checked.stderr
+    report = json.loads(checked.stdout)
+    assert report["passed"] is False
+    [check] = report["checks"]
+    assert (check["verdict"], check["baseline"], check["candidate"]) == ("fail", 0.80, 0.70)
+    refused = cli.fails("promote", "prod", *assignment, token=bob)
+    assert "gate_failed" in refused
+    assert "report-quality" in refused
+    assert cli.ok("channel", "show", "prod", token=bob)["revision"] == 1  # nothing written
