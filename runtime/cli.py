@@ -3,7 +3,7 @@
     weact runtime serve --backbone PATH --adapter NAME=DIR [...] [--policy hard|soft]
                         [--order plan,search,write] [--host H] [--port P] [--token T]
     weact runtime serve --backbone PATH --registry URL --channel prod [--node-id ID]
-                        [--registry-token T] [--library-dir DIR]   (follows the channel)
+                        [--registry-token T] [--library-dir DIR] [--poll-wait S]
     weact runtime run   --task "..." --backbone PATH --adapter NAME=DIR [...] [--json]
     weact runtime mcp   --backbone PATH --adapter NAME=DIR [...]      (MCP over stdio)
 
@@ -109,6 +109,13 @@ def follow_options(fn: F) -> F:
             default=None,
             help="Where pulled adapters go (default ~/.cache/weact/library/CHANNEL).",
         ),
+        click.option(
+            "--poll-wait",
+            type=click.FloatRange(min=0.1, max=600),
+            default=30.0,
+            show_default=True,
+            help="Seconds each long-poll of the channel waits.",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -213,6 +220,7 @@ def serve(host: str | None, port: int | None, token: str | None, **options: Any)
     finally:
         if follower is not None:
             follower.stop()
+            follower.client.close()
 
 
 def check_library_source(options: dict[str, Any]) -> None:
@@ -236,7 +244,14 @@ def start_follower(engine: Engine, options: dict[str, Any]) -> Any:
     dest = options["library_dir"] or Path.home() / ".cache" / "weact" / "library" / channel
     client = RegistryClient(options["registry"], options["registry_token"])
     node_id = options["node_id"] or socket.gethostname()
-    follower = ChannelFollower(client, engine, channel, node_id, dest)  # type: ignore[arg-type]
+    follower = ChannelFollower(
+        client,
+        engine,  # type: ignore[arg-type]
+        channel,
+        node_id,
+        dest,
+        wait_s=options["poll_wait"],
+    )
     try:
         follower.start()
     except SYNC_ERRORS as exc:

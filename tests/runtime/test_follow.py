@@ -226,3 +226,31 @@ def test_serve_takes_adapters_or_a_channel(
     result = CliRunner().invoke(app, ["runtime", "serve", "--backbone", str(tiny_backbone), *args])
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_serve_follows_a_channel(
+    registry: Registry, tiny_backbone: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve --registry --channel` in-process: the app uvicorn gets serves the revision."""
+    import httpx
+    import uvicorn
+
+    from runtime.testing import serve
+
+    revision = registry.promote("cli", registry.adapters)
+    seen: dict[str, Any] = {}
+
+    def run(app: Any, host: str, port: int) -> None:
+        seen["row"] = registry.node_row("cli-node")
+        with serve(app) as base:
+            seen["adapters"] = httpx.get(f"{base}/healthz").json()["adapters"]
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.setenv("WEACT_TOKEN", registry.node_token)
+    monkeypatch.delenv("WEACT_RUNTIME_TOKEN", raising=False)
+    args = ["--registry", registry.server.url, "--channel", "cli", "--node-id", "cli-node"]
+    args += ["--library-dir", str(tmp_path / "lib"), "--poll-wait", "1"]
+    result = CliRunner().invoke(app, ["runtime", "serve", "--backbone", str(tiny_backbone), *args])
+    assert result.exit_code == 0, result.output
+    assert (seen["row"]["revision"], seen["row"]["audit_ok"]) == (revision, True)
+    assert seen["adapters"] == ORDER
