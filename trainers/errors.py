@@ -6,8 +6,9 @@ TrainerError
 ├── AdapterSpecError (+ ValueError)      a bad `NAME=DIR` adapter, or adapters that do not fit
 ├── RootChangedError (+ RuntimeError)    the backbone or a frozen adapter changed in training
 ├── ReplayError (+ ValueError)           publishing data of other capabilities / old data
-└── MergeError (+ ValueError)            adapters that cannot be merged, unknown method
-    └── UnsupportedMergeError            a method that is named but not implemented (TSPA)
+├── MergeError (+ ValueError)            adapters that cannot be merged, unknown method
+│   └── UnsupportedMergeError            a method that is named but not implemented (TSPA)
+└── OutputExistsError (+ FileExistsError) an output directory that is not empty
 """
 
 from __future__ import annotations
@@ -87,3 +88,7 @@ class MergeError(TrainerError, ValueError):
 
 class UnsupportedMergeError(MergeError):
     """A merge method that is named by the paper but not implemented here."""
+
+
+class OutputExistsError(TrainerError, FileExistsError):
+    """An output directory that already holds something; nothing is overwritten."""

@@ -16,8 +16,6 @@ import json
 import logging
 import os
 import random
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import Any
 
 from runtime.tiny import DEFAULT_TARGETS
 from storage.manifest import manifest_of_path
+from trainers.adapter_dir import adapter_dir, check_empty
 from trainers.errors import AdapterSpecError, NoSamplesError, RootChangedError
 from trainers.loss import masked_nll
 from trainers.phases import PhaseSample
@@ -181,11 +180,6 @@ def _peft_summary(config: Any) -> dict[str, Any]:
     }
 
 
-def _check_out(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise AdapterSpecError(f"output directory {out} exists and is not empty")
-
-
 def save_adapter(
     peft_model: Any, name: str, out: Path, base_path: str, meta: dict[str, Any]
 ) -> Path:
@@ -194,11 +188,7 @@ def save_adapter(
 
     from trainers.roots import adapter_tensors
 
-    out = Path(out)
-    _check_out(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=out.parent))
-    try:
+    with adapter_dir(out) as tmp:
         tensors = {k: v.detach().contiguous() for k, v in adapter_tensors(peft_model, name).items()}
         save_file(tensors, tmp / "adapter_model.safetensors", metadata={"format": "pt"})
         config = copy.deepcopy(peft_model.peft_config[name])
@@ -206,12 +196,7 @@ def save_adapter(
         config.base_model_name_or_path = base_path
         config.save_pretrained(str(tmp))
         (tmp / TRAINING_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            out.rmdir()
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return Path(out)
 
 
 def train_lora(
@@ -236,7 +221,7 @@ def train_lora(
     """
     if not samples:
         raise NoSamplesError("no training samples (no phase of the capability in the data?)")
-    _check_out(Path(out))
+    check_empty(out)
     frozen = dict(frozen or {})
     check_frozen(frozen, adapter)
     files = file_roots(backbone, frozen)  # what publishing re-checks on disk

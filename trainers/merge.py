@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainers.adapter_dir import adapter_dir, check_empty
 from trainers.errors import MergeError, UnsupportedMergeError
 
 METHODS = ("linear", "ties", "dare_ties", "tspa")
@@ -245,17 +244,13 @@ def merge_adapters(
     """Merge the adapters at `paths` into a PEFT adapter directory `out`."""
     from safetensors.torch import save_file
 
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise MergeError(f"output directory {out} exists and is not empty")
+    check_empty(out)
     adapters = [read_adapter(p) for p in paths]
     factors, rank = merged_factors(adapters, spec)
     tensors = {}
     for m, (a, b) in factors.items():
         tensors[m + _A], tensors[m + _B] = a.contiguous(), b.contiguous()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=out.parent))
-    try:
+    with adapter_dir(out) as tmp:
         save_file(tensors, tmp / "adapter_model.safetensors", metadata={"format": "pt"})
         config = _config(adapters, rank, list(factors))
         (tmp / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
@@ -268,9 +263,4 @@ def merge_adapters(
             "rank": rank,
         }
         (tmp / MERGE_FILE).write_text(json.dumps(record, indent=2) + "\n")
-        if out.exists():
-            out.rmdir()
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return Path(out)
