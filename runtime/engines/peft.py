@@ -81,20 +81,21 @@ class ActiveConfig:
 class LoraHook:
     """Forward hook of one nn.Linear: `y + scale * B(A(x))` for the holder's adapter."""
 
-    __slots__ = ("holder", "weights")
+    __slots__ = ("holder", "linear", "weights")
 
     def __init__(self, holder: ActiveConfig) -> None:
+        from torch.nn.functional import linear
+
         self.holder = holder
+        self.linear = linear  # bound once: the hook runs on every targeted layer's forward
         self.weights: dict[str, tuple[Any, Any, float]] = {}
 
     def __call__(self, module: Any, args: tuple[Any, ...], output: Any) -> Any:
         lora = self.weights.get(self.holder.name)  # type: ignore[arg-type]
         if lora is None:
             return None
-        import torch.nn.functional as F
-
         a, b, scale = lora
-        return output + F.linear(F.linear(args[0], a), b) * scale
+        return output + self.linear(self.linear(args[0], a), b) * scale
 
 
 # --------------------------------------------------------------------------- adapters
