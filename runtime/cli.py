@@ -286,7 +286,7 @@ def run(task: str, as_json: bool, **options: Any) -> None:
 def mcp(**options: Any) -> None:
     """Serve load_lora / offload_lora over MCP stdio (one client, one episode)."""
     from runtime.episode import EpisodeManager
-    from runtime.tools import build_mcp_server
+    from runtime.mcp_server import build_mcp_server
 
     engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
     policy, _, _ = episode_setup(engine, options)

@@ -346,8 +346,8 @@ def serve(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
 
 def main() -> None:  # pragma: no cover - exercised through a subprocess
     from runtime.episode import EpisodeManager
+    from runtime.mcp_server import build_mcp_server
     from runtime.policy import SoftPolicy
-    from runtime.tools import build_mcp_server
 
     episodes = EpisodeManager(ScriptedEngine(), policy=SoftPolicy())
     build_mcp_server(episodes, stdio=True).run("stdio")

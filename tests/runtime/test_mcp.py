@@ -10,10 +10,10 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
+from runtime.mcp_server import EPISODE_META_KEY
 from runtime.policy import SoftPolicy
 from runtime.server import create_app
 from runtime.testing import ScriptedEngine, serve
-from runtime.tools import EPISODE_META_KEY
 
 
 async def exercise(client: Client) -> list[tuple[bool, str]]:
@@ -226,7 +226,8 @@ def test_external_tools_over_each_transport(transport, request) -> None:
 def test_toolbox_refuses_clashing_tool_names(clash) -> None:
     from runtime.episode import EpisodeManager
     from runtime.kb import serve_search_tool
-    from runtime.tools import McpToolbox, ToolConflictError, build_mcp_server
+    from runtime.mcp_server import build_mcp_server
+    from runtime.tools import McpToolbox, ToolConflictError
 
     if clash == "load_lora":
         servers = [build_mcp_server(EpisodeManager(ScriptedEngine()))]
