@@ -234,8 +234,7 @@ def test_serve_follows_a_channel(
     """`serve --registry --channel` in-process: the app uvicorn gets serves the revision."""
     import httpx
     import uvicorn
-
-    from runtime.testing import serve
+    from support.serving import serve
 
     revision = registry.promote("cli", registry.adapters)
     seen: dict[str, Any] = {}

@@ -9,11 +9,13 @@ from collections.abc import Iterator
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from support.engines import ScriptedEngine
+from support.mcp_stdio import stdio_parameters
+from support.serving import serve
 
 from runtime.mcp_server import EPISODE_META_KEY
 from runtime.policy import SoftPolicy
 from runtime.server import create_app
-from runtime.testing import ScriptedEngine, serve
 
 
 async def exercise(client: Client) -> list[tuple[bool, str]]:
@@ -46,7 +48,7 @@ async def tool_list(client: Client) -> dict[str, str]:
 
 
 def test_stdio() -> None:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "runtime.testing"])
+    params = stdio_parameters()
 
     async def main():
         async with Client(params) as client:
