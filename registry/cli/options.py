@@ -40,9 +40,15 @@ def _deprecated_env() -> str | None:
     for name in DEPRECATED_URL_ENVS:
         value = os.environ.get(name)
         if value:
-            click.echo(f"Warning: {name} is deprecated, set {URL_ENV} instead", err=True)
+            _warn_deprecated(name)
             return value
     return None
+
+
+@functools.cache
+def _warn_deprecated(name: str) -> None:
+    """Once per process (`weact train publish` reads the URL twice: group and command)."""
+    click.echo(f"Warning: {name} is deprecated, set {URL_ENV} instead", err=True)
 
 
 class RegistryUrlOption(click.Option):
