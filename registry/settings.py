@@ -23,4 +23,3 @@ class Settings(BaseSettings):
     presign_expires_s: int = Field(default=3600, gt=0)
     long_poll_max_s: float = Field(default=60.0, gt=0)
     long_poll_interval_s: float = Field(default=0.5, gt=0)
-

@@ -27,7 +27,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from registry.client import ADAPTER_FILES, LibraryEntry, RegistryClient, Revision, sha256_of_file
+from registry.client import (
+    ADAPTER_FILES,
+    LibraryEntry,
+    Node,
+    RegistryClient,
+    Revision,
+    sha256_of_file,
+)
 from registry.errors import DigestMismatchError
 from runtime.engine import AdapterSpec, AuditReport
 
@@ -119,6 +126,6 @@ def heartbeat(
     channel: str,
     revision: int | None,
     report: AuditReport,
-) -> dict[str, Any]:
+) -> Node:
     """Post the engine audit for the revision this node serves; returns the registry's Node."""
     return client.heartbeat(node_id, channel=channel, revision=revision, audit=audit_body(report))

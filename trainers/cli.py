@@ -171,7 +171,7 @@ def _check_publishable(capability: str, opts: dict[str, Any]) -> None:
 @_registry_options
 @click.pass_context
 @_fail_cleanly
-def train(ctx: click.Context, **opts: Any) -> None:
+def train(ctx: click.Context, /, **opts: Any) -> None:
     """Phase-wise LoRA training of one capability (or a baseline), then optionally publish."""
     if ctx.invoked_subcommand is not None:
         return
