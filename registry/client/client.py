@@ -15,10 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from registry import errors
-from registry.client import transfers
 from registry.client.endpoints import Endpoints
 from registry.client.records import Adapter
-from registry.client.transfers import ADAPTER_FILES, CHUNK_SIZE, ProgressCallback
+from registry.client.transfers import (
+    ADAPTER_FILES,
+    CHUNK_SIZE,
+    ProgressCallback,
+    adapter_paths,
+    read_chunks,
+    sha256_of_file,
+    staged_directory,
+    verified,
+    write_atomically,
+)
 
 
 class RegistryClient(Endpoints):
@@ -39,12 +48,12 @@ class RegistryClient(Endpoints):
         self, path: str | os.PathLike[str], progress: ProgressCallback | None = None
     ) -> str:
         """Stream a file to `PUT /v1/blobs/{sha256}` and return its digest."""
-        digest = transfers.sha256_of_file(path)
+        digest = sha256_of_file(path)
         size = os.path.getsize(path)
         self._transport.request(
             "PUT",
             f"/blobs/{digest}",
-            content=transfers.read_chunks(path, size, progress),
+            content=read_chunks(path, size, progress),
             headers={"Content-Length": str(size), "Content-Type": "application/octet-stream"},
         )
         return digest
@@ -71,13 +80,13 @@ class RegistryClient(Endpoints):
         raised.
         """
         with self._transport.stream(f"/blobs/{digest}") as body:
-            chunks = transfers.verified(digest, body.chunks(CHUNK_SIZE), body.size, progress)
-            return transfers.write_atomically(Path(dest), chunks)
+            chunks = verified(digest, body.chunks(CHUNK_SIZE), body.size, progress)
+            return write_atomically(Path(dest), chunks)
 
     def get_blob(self, digest: str) -> bytes:
         """A (small) blob's bytes, verified against its digest."""
         with self._transport.stream(f"/blobs/{digest}") as body:
-            return b"".join(transfers.verified(digest, body.chunks(CHUNK_SIZE), body.size, None))
+            return b"".join(verified(digest, body.chunks(CHUNK_SIZE), body.size, None))
 
     # -- adapters as PEFT directories ----------------------------------------------
 
@@ -97,7 +106,7 @@ class RegistryClient(Endpoints):
         `backbone` is the backbone's manifest root; when omitted, the registry's only
         backbone is used (several backbones make it required).
         """
-        paths = transfers.adapter_paths(Path(directory))
+        paths = adapter_paths(Path(directory))
         root = backbone or self._only_backbone_root()
         files = {name: self.upload_blob(path, progress) for name, path in paths.items()}
         return self.register_adapter(
@@ -131,7 +140,7 @@ class RegistryClient(Endpoints):
         """
         adapter = self.get_adapter(adapter_id)
         target = Path(to_dir)
-        with transfers.staged_directory(target) as staging:
+        with staged_directory(target) as staging:
             for name in ADAPTER_FILES:
                 self.download_blob(adapter["files"][name], staging / name, progress)
         return target

@@ -14,7 +14,6 @@ from typing import Any, Literal, Self, cast
 import httpx
 
 from registry import errors
-from registry.client import transfers
 from registry.client.records import (
     Adapter,
     AdapterPage,
@@ -33,6 +32,7 @@ from registry.client.records import (
     State,
     TokenCreated,
 )
+from registry.client.transfers import provenance_body
 from registry.client.transport import Transport, read_json
 
 
@@ -129,7 +129,7 @@ class Endpoints:
             "parent_id": parent_id,
             "label": label,
             "files": dict(files),
-            "provenance": transfers.provenance_body(provenance),
+            "provenance": provenance_body(provenance),
         }
         return cast(Adapter, self._post("/adapters", body))
 
