@@ -216,7 +216,7 @@ def test_start_refuses_a_backbone_other_than_the_revisions(
     [
         (["--adapter", "plan={dir}", "--registry", "http://x", "--channel", "prod"], "exclusive"),
         (["--registry", "http://x"], "go together"),
-        (["--channel", "prod"], "go together"),
+        (["--channel", "prod", "--registry", "x:1"], "expected http(s)://HOST[:PORT]"),
     ],
 )
 def test_serve_takes_adapters_or_a_channel(
