@@ -43,7 +43,7 @@ from registry.client import (
 from storage.errors import StorageError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-ROLES = ("reader", "publisher", "approver", "node", "admin")
+ROLES = ("reader", "publisher", "approver", "evaluator", "node", "admin")
 STATES = ("candidate", "approved", "rejected", "revoked")
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -276,18 +276,33 @@ def render_revisions(revs: Sequence[Revision]) -> Table:
     return table
 
 
+def _interval(check: Mapping[str, Any]) -> str:
+    if check.get("ci_low") is None:
+        return "-"
+    return f"[{check['ci_low']:+.4f}, {check['ci_high']:+.4f}]"
+
+
+def _number(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else _text(value)
+
+
 def render_gate(report: GateReport) -> Table:
+    """One row per benchmark: baseline, candidate, delta and its interval, n, who evaluated."""
     table = Table(title=f"gate: {'passed' if report['passed'] else 'FAILED'}")
-    for column in ("benchmark", "version", "scope", "baseline", "candidate", "delta", "tol"):
+    columns = ("benchmark", "scope", "baseline", "candidate", "delta", "interval", "n", "tol")
+    for column in (*columns, "verdict", "evaluated by"):
         table.add_column(column)
-    table.add_column("verdict")
     for check in report["checks"]:
+        who = {check.get("baseline_by"), check.get("candidate_by")} - {None}
         table.add_row(
-            check["benchmark"],
-            str(check["version"]),
+            f"{check['benchmark']}@{check['version']}",
             check["scope"],
-            *(_text(check[key]) for key in ("baseline", "candidate", "delta", "tolerance")),
-            check["verdict"],
+            *(_number(check[key]) for key in ("baseline", "candidate", "delta")),
+            _interval(check),
+            _text(check.get("n")),
+            _text(check["tolerance"]),
+            check["verdict"] + (f" ({check['detail']})" if check.get("detail") else ""),
+            ", ".join(sorted(str(w) for w in who)) or "-",
         )
     return table
 

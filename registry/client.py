@@ -113,12 +113,26 @@ class GateCheck(TypedDict):
     candidate: float | None
     delta: float | None
     tolerance: float
-    verdict: Literal["pass", "fail", "missing", "no_baseline"]
+    verdict: Literal["pass", "fail", "missing", "no_baseline", "mismatch"]
+    test: Literal["paired_bootstrap", "point"] | None
+    n: int | None
+    ci_low: float | None
+    ci_high: float | None
+    baseline_evaluation: int | None
+    candidate_evaluation: int | None
+    baseline_by: str | None
+    candidate_by: str | None
+    detail: str | None
 
 
 class GateReport(TypedDict):
     passed: bool
     checks: list[GateCheck]
+    library_digest: str | None
+    baseline_library_digest: str | None
+    seed: str | None
+    resamples: int | None
+    confidence: float | None
 
 
 class PromoteResult(TypedDict):
@@ -518,8 +532,15 @@ class RegistryClient:
         items_digest: str | None = None,
         library_digest: str | None = None,
         adapter_id: int | None = None,
+        items: Mapping[str, float] | None = None,
+        provenance: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Record a score for a library (by digest) or for one adapter version."""
+        """Record a score for a library (by digest) or for one adapter version.
+
+        `items` ({item id: score}, whose mean is `score`) lets the gate run its paired test;
+        `provenance` says where the scores come from (dataset_digest, engine, policy,
+        code_version, library, extra).
+        """
         if (library_digest is None) == (adapter_id is None):
             raise errors.InvalidError("give exactly one of library_digest and adapter_id")
         body: dict[str, Any] = {
@@ -533,7 +554,15 @@ class RegistryClient:
             body["library_digest"] = library_digest
         else:
             body["adapter_id"] = adapter_id
+        if items is not None:
+            body["items"] = dict(items)
+        if provenance is not None:
+            body["provenance"] = dict(provenance)
         return cast(dict[str, Any], self._post("/evaluations", body))
+
+    def get_evaluation(self, evaluation_id: int) -> dict[str, Any]:
+        """One evaluation with its per-item scores (`items`) and provenance."""
+        return cast(dict[str, Any], self._get(f"/evaluations/{evaluation_id}"))
 
     def list_benchmarks(self) -> list[dict[str, Any]]:
         return cast(list[dict[str, Any]], self._get("/benchmarks"))
