@@ -133,7 +133,8 @@ BENCHMARK_COLUMNS = (
 def benchmark_list(client: RegistryClient, as_json: bool) -> None:
     """Every benchmark version."""
     items = client.list_benchmarks()
-    show(items, as_json, items, BENCHMARK_COLUMNS)
+    rows = [{**b, "dataset_digest": str(b["dataset_digest"])[:12]} for b in items]
+    show(items, as_json, rows, BENCHMARK_COLUMNS)
 
 
 EVALUATION_COLUMNS = (
