@@ -9,6 +9,7 @@ weact train generate OUT [--n N] [--seed S] [--phases plan,search,write] [--writ
 weact train publish DIR --capability C --registry URL --token T [--parent ID] [--label L]
 weact merge --method linear|ties|dare_ties|tspa --adapter [NAME=]DIR ... --out DIR
 weact eval nll --backbone PATH --adapter NAME=DIR ... --data FILE [--json]
+              [--post BENCHMARK[@V] --adapter-id ID|--library-digest D --registry URL --token T]
 """
 
 from __future__ import annotations
@@ -339,11 +340,25 @@ def eval_() -> None:
     "--data", "data", multiple=True, required=True, type=click.Path(exists=True, path_type=Path)
 )
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--post", "post", default=None, help="Post to the registry as BENCHMARK[@VERSION].")
+@click.option("--adapter-id", type=int, default=None, help="--post: the adapter scored.")
+@click.option("--library-digest", default=None, help="--post: the library scored.")
+@click.option("--dataset-digest", default=None, help="--post: the benchmark's dataset digest.")
+@click.option("--registry", "registry_url", envvar="WEACT_REGISTRY_URL", help="Registry URL.")
+@click.option("--token", envvar="WEACT_TOKEN", help="Evaluator token.")
 @_fail_cleanly
-def nll(backbone: Path, adapters: tuple[str, ...], data: tuple[Path, ...], as_json: bool) -> None:
+def nll(
+    backbone: Path,
+    adapters: tuple[str, ...],
+    data: tuple[Path, ...],
+    as_json: bool,
+    **post: Any,
+) -> None:
     """Masked NLL per capability on held-out phase samples (no adapter: the bare backbone)."""
     from trainers.evaluate import evaluate_nll
 
+    if post["post"]:
+        _check_post(post)
     _quiet()
     assignment: dict[str, Path | None] = dict(parse_adapters(adapters))
     default = assignment.pop("*", None)
@@ -353,10 +368,43 @@ def nll(backbone: Path, adapters: tuple[str, ...], data: tuple[Path, ...], as_js
     scores = evaluate_nll(
         backbone=backbone, samples=samples, assignment=assignment, default=default
     )
+    if post["post"]:
+        _post_nll(scores, list(data), post)
     if as_json:
         click.echo(json.dumps([s.to_json() for s in scores.values()], indent=2))
         return
     _table(scores)
+
+
+def _check_post(opts: dict[str, Any]) -> None:
+    """Usage errors of --post, before any model is loaded."""
+    from trainers.post_eval import parse_benchmark
+
+    try:
+        parse_benchmark(opts["post"])
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if not opts["registry_url"]:
+        raise click.UsageError("--post needs --registry URL (or WEACT_REGISTRY_URL)")
+    if (opts["adapter_id"] is None) == (opts["library_digest"] is None):
+        raise click.UsageError("--post needs exactly one of --adapter-id and --library-digest")
+
+
+def _post_nll(scores: dict[str, Any], data: list[Path], opts: dict[str, Any]) -> None:
+    from registry.client import RegistryClient
+    from trainers.post_eval import post_nll
+
+    with RegistryClient(opts["registry_url"], opts["token"]) as client:
+        posted = post_nll(
+            client,
+            benchmark=opts["post"],
+            scores=scores,
+            data=data,
+            adapter_id=opts["adapter_id"],
+            library_digest=opts["library_digest"],
+            dataset_digest=opts["dataset_digest"],
+        )
+    click.echo(f"posted evaluation {posted['id']} of {posted['benchmark']}", err=True)
 
 
 def _table(scores: dict[str, Any]) -> None:
