@@ -2,6 +2,7 @@
 
 weact bench generate --suite research --seed S --out DIR [--train N --dev N --test N] [--json]
 weact bench verify DIR [--json]
+weact eval run --suite DIR --backbone B --adapter CAP=DIR ... --results FILE [--post ...]
 weact eval list [--benchmark NAME]           (registry)
 weact eval nll ...                            (the trainers' masked NLL, see trainers/cli.py)
 """
@@ -16,6 +17,7 @@ from typing import Any
 import click
 
 from evals.registry_cli import eval_list
+from evals.run_cli import run
 from trainers.cli import nll
 
 
@@ -93,4 +95,5 @@ def eval_() -> None:
 
 
 eval_.add_command(eval_list)
+eval_.add_command(run)
 eval_.add_command(nll)
