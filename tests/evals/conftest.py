@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from suite_helpers import SMALL
 
 from evals.suite import Suite, generate_suite, write_suite
-
-SMALL = {"train": 4, "dev": 2, "test": 6}
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SMALL
+from suite_helpers import SMALL
 
 from evals.errors import SuiteError, SuiteSpecError
 from evals.manifest import MANIFEST, verified_manifest
