@@ -34,7 +34,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runtime": ("runtime.cli:runtime", "Serve or run the WeAct runtime."),
     "train": ("trainers.cli:train", "Phase-wise LoRA training."),
     "merge": ("trainers.cli:merge", "Static-merge baselines."),
-    "eval": ("trainers.cli:eval_", "Evaluate adapters (masked NLL)."),
+    "eval": ("evals.cli:eval_", "Evaluations: list them, masked NLL of adapters."),
+    "bench": ("evals.cli:bench", "Generate and verify offline benchmark suites."),
+    "benchmark": ("evals.registry_cli:benchmark", "Define and list benchmarks in the registry."),
     "demo": ("cli.demo:demo", "Run the end-to-end demo on embedded defaults."),
 }
 

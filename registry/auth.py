@@ -26,6 +26,7 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
     Role.PUBLISHER: frozenset({Permission.READ, Permission.PUBLISH, Permission.EVALUATE}),
     Role.APPROVER: frozenset({Permission.READ, Permission.APPROVE, Permission.EVALUATE}),
     Role.NODE: frozenset({Permission.READ, Permission.HEARTBEAT}),
+    Role.EVALUATOR: frozenset({Permission.READ, Permission.EVALUATE}),
     Role.ADMIN: frozenset(Permission),
 }
 

@@ -13,6 +13,7 @@ class Role(StrEnum):
     PUBLISHER = "publisher"
     APPROVER = "approver"
     NODE = "node"
+    EVALUATOR = "evaluator"
     ADMIN = "admin"
 
 
@@ -142,6 +143,18 @@ class Evaluation:
     items_digest: str | None
     created_by: str
     created_at: datetime
+    provenance: dict[str, Any] = field(default_factory=dict)
+    items: dict[str, float] | None = None  # per-item scores (only when asked for)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One side of a gate check: an evaluation the gate trusts."""
+
+    evaluation_id: int
+    score: float
+    items: dict[str, float] | None
+    evaluated_by: str
 
 
 @dataclass(frozen=True)
@@ -154,12 +167,26 @@ class GateCheck:
     delta: float | None
     tolerance: float
     verdict: str
+    test: str | None = None  # "paired_bootstrap", or "point" when an evaluation has no items
+    n: int | None = None  # items paired
+    ci_low: float | None = None  # interval of the mean difference (paired test)
+    ci_high: float | None = None
+    baseline_evaluation: int | None = None
+    candidate_evaluation: int | None = None
+    baseline_by: str | None = None  # who evaluated
+    candidate_by: str | None = None
+    detail: str | None = None
 
 
 @dataclass(frozen=True)
 class GateReport:
     passed: bool
     checks: list[GateCheck] = field(default_factory=list)
+    library_digest: str | None = None  # the candidate library (what evaluations are keyed by)
+    baseline_library_digest: str | None = None
+    seed: str | None = None
+    resamples: int | None = None
+    confidence: float | None = None
 
 
 @dataclass(frozen=True)

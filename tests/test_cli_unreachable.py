@@ -28,6 +28,7 @@ import click
 import pytest
 
 from cli.main import app
+from evals.suite import generate_suite, write_suite
 from registry.cli.options import RegistryUrlOption
 
 WEACT = Path(sys.executable).with_name("weact")
@@ -43,13 +44,15 @@ OFFLINE = {
     "train inspect",
     "train generate",
     "merge",
-    "eval nll",
+    "bench generate",
+    "bench verify",
     "demo",  # starts its own embedded registry
 }
 
 # Minimal arguments that reach each command's first registry call. Placeholders:
 # {peft} a PEFT directory, {published} one with training.json, {backbone} a directory with
-# one safetensors file, {data} an (empty) trajectory file, {tmp} a scratch directory.
+# one safetensors file, {data} an (empty) trajectory file, {suite} a small benchmark suite,
+# {tmp} a scratch directory.
 REGISTRY: dict[str, list[str]] = {
     "backbone register": ["{backbone}", "--name", "tiny"],
     "backbone list": [],
@@ -85,6 +88,28 @@ REGISTRY: dict[str, list[str]] = {
     ],  # fmt: skip
     "train publish": ["{published}", "--capability", "plan"],
     "runtime serve": ["--backbone", "{backbone}", "--channel", "prod"],
+    "benchmark create": ["b", "--dataset-digest", "0" * 64, "--metric", "em"],
+    "benchmark list": [],
+    "eval list": [],
+    "eval nll": [
+        "--backbone",
+        "{backbone}",
+        "--data",
+        "{data}",
+        "--post",
+        "b",
+        "--library-digest",
+        "0" * 64,
+    ],  # fmt: skip
+    "eval run": [
+        "--suite",
+        "{suite}",
+        "--backbone",
+        "{backbone}",
+        "--results",
+        "{tmp}/r.jsonl",
+        "--post",
+    ],  # fmt: skip
 }
 EXIT_CODES = {"gate": 2}  # `weact gate`: 2 when the check could not run
 
@@ -160,7 +185,9 @@ def placeholders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (published / "training.json").write_text(json.dumps({"backbone_root": "0" * 64}))
     data = tmp / "data.jsonl"
     data.write_text("")
+    suite = write_suite(generate_suite("research", 0, {"train": 1, "dev": 1, "test": 1}), tmp / "s")
     paths = {"peft": peft, "published": published, "backbone": backbone, "data": data}
+    paths["suite"] = suite
     return {"tmp": str(tmp), **{key: str(value) for key, value in paths.items()}}
 
 

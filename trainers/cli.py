@@ -8,7 +8,7 @@ weact train inspect FILE --backbone PATH [--capability C] [--json]
 weact train generate OUT [--n N] [--seed S] [--phases plan,search,write] [--write-style]
 weact train publish DIR --capability C [--registry URL] --token T [--parent ID] [--label L]
 weact merge --method linear|ties|dare_ties|tspa --adapter [NAME=]DIR ... --out DIR
-weact eval nll --backbone PATH --adapter NAME=DIR ... --data FILE [--json]
+weact eval nll ...                            (trainers/eval_cli.py)
 
 The registry is `--registry`, else `$WEACT_URL`, as for every `weact` command
 (`registry.cli.options`). With `--publish` it is asked for the capability (and the parent)
@@ -325,47 +325,3 @@ def merge(method: str, adapters: tuple[str, ...], weights: tuple[float, ...], **
     spec = MergeSpec(method, tuple(weights) or None, opts["density"], opts["seed"], opts["rank"])
     out = merge_adapters(paths, opts["out"], spec)
     click.echo(f"merged {len(paths)} adapters ({method}) into {out}")
-
-
-@click.group("eval")
-def eval_() -> None:
-    """Evaluate adapters."""
-
-
-@eval_.command()
-@click.option("--backbone", required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--adapter", "adapters", multiple=True, help="CAPABILITY=DIR, or *=DIR for all.")
-@click.option(
-    "--data", "data", multiple=True, required=True, type=click.Path(exists=True, path_type=Path)
-)
-@click.option("--json", "as_json", is_flag=True)
-@_fail_cleanly
-def nll(backbone: Path, adapters: tuple[str, ...], data: tuple[Path, ...], as_json: bool) -> None:
-    """Masked NLL per capability on held-out phase samples (no adapter: the bare backbone)."""
-    from trainers.evaluate import evaluate_nll
-
-    _quiet()
-    assignment: dict[str, Path | None] = dict(parse_adapters(adapters))
-    default = assignment.pop("*", None)
-    samples = _samples(list(data), backbone, None)
-    if not samples:
-        raise NoSamplesError("no phase samples in the data")
-    scores = evaluate_nll(
-        backbone=backbone, samples=samples, assignment=assignment, default=default
-    )
-    if as_json:
-        click.echo(json.dumps([s.to_json() for s in scores.values()], indent=2))
-        return
-    _table(scores)
-
-
-def _table(scores: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("capability", "adapter", "samples", "tokens", "masked NLL")
-    for s in scores.values():
-        table.add_row(
-            s.capability, s.adapter or "(backbone)", str(s.samples), str(s.tokens), f"{s.mean:.4f}"
-        )
-    Console().print(table)

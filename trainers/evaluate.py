@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ class NllScore:
     nll_sum: float
     tokens: int
     samples: int
+    # per sample ("<trajectory>#<phase>"): mean NLL per supervised token (for paired tests)
+    items: dict[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def mean(self) -> float:
@@ -59,16 +61,22 @@ def _load(backbone: str | os.PathLike[str], dirs: Sequence[Path]) -> tuple[Any, 
     return model, names
 
 
-def _score(model: Any, samples: Sequence[PhaseSample]) -> tuple[float, int]:
+def item_key(sample: PhaseSample) -> str:
+    return f"{sample.trajectory}#{sample.phase}"
+
+
+def _score(model: Any, samples: Sequence[PhaseSample]) -> tuple[float, int, dict[str, float]]:
     import torch
 
-    total, tokens = 0.0, 0
+    total, tokens, items = 0.0, 0, {}
     with torch.no_grad():
         for sample in samples:
             nll, count = masked_nll(model, sample)
             total += float(nll)
             tokens += count
-    return total, tokens
+            if count:
+                items[item_key(sample)] = float(nll) / count
+    return total, tokens, items
 
 
 def evaluate_nll(
@@ -89,11 +97,11 @@ def evaluate_nll(
         if path is None:
             if names:
                 with model.disable_adapter():
-                    total, tokens = _score(model, group)
+                    total, tokens, items = _score(model, group)
             else:
-                total, tokens = _score(model, group)
+                total, tokens, items = _score(model, group)
         else:
             model.set_adapter(names[Path(path).resolve()])
-            total, tokens = _score(model, group)
-        scores[cap] = NllScore(cap, str(path) if path else None, total, tokens, len(group))
+            total, tokens, items = _score(model, group)
+        scores[cap] = NllScore(cap, str(path) if path else None, total, tokens, len(group), items)
     return scores

@@ -169,6 +169,21 @@ class BenchmarkPublic(Out):
     tolerance: float
 
 
+ItemId = Annotated[str, Field(min_length=1, max_length=128)]
+MAX_ITEMS = 100_000
+
+
+class EvaluationProvenance(In):
+    """Where the scores come from; `dataset_digest` must be the benchmark's."""
+
+    dataset_digest: str | None = Field(default=None, max_length=64)
+    engine: str | None = Field(default=None, max_length=256)
+    policy: str | None = Field(default=None, max_length=256)
+    code_version: str | None = Field(default=None, max_length=256)
+    library: dict[str, str] | None = Field(default=None, max_length=64)  # capability -> name
+    extra: dict[str, Any] | None = Field(default=None, max_length=64)
+
+
 class EvaluationCreate(In):
     benchmark: str = Field(max_length=128)
     benchmark_version: DbId
@@ -177,6 +192,8 @@ class EvaluationCreate(In):
     score: Score
     n: DbId
     items_digest: str | None = Field(default=None, max_length=64)
+    items: dict[ItemId, Score] | None = Field(default=None, max_length=MAX_ITEMS)
+    provenance: EvaluationProvenance | None = None
 
 
 class EvaluationPublic(Out):
@@ -188,8 +205,13 @@ class EvaluationPublic(Out):
     score: float
     n: int
     items_digest: str | None
+    provenance: dict[str, Any]
     created_by: str
     created_at: datetime
+
+
+class EvaluationDetail(EvaluationPublic):
+    items: dict[str, float] | None
 
 
 class LibraryEntryPublic(Out):
@@ -234,11 +256,25 @@ class GateCheckPublic(Out):
     delta: float | None
     tolerance: float
     verdict: str
+    test: str | None
+    n: int | None
+    ci_low: float | None
+    ci_high: float | None
+    baseline_evaluation: int | None
+    candidate_evaluation: int | None
+    baseline_by: str | None
+    candidate_by: str | None
+    detail: str | None
 
 
 class GateReportPublic(Out):
     passed: bool
     checks: list[GateCheckPublic]
+    library_digest: str | None
+    baseline_library_digest: str | None
+    seed: str | None
+    resamples: int | None
+    confidence: float | None
 
 
 class PromotePublic(Out):

@@ -23,7 +23,7 @@ from registry.cli.tables import render_rows
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ROLES = ("reader", "publisher", "approver", "node", "admin")
+ROLES = ("reader", "publisher", "approver", "evaluator", "node", "admin")
 
 
 def _database_option(fn: F) -> F:

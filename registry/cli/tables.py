@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from registry.client import Adapter, GateReport, Lineage, Revision
+from registry.client import Adapter, GateCheck, GateReport, Lineage, Revision
 
 
 def short(digest: str | None, n: int = 12) -> str:
@@ -113,18 +113,34 @@ def render_revisions(revs: Sequence[Revision]) -> Table:
     return table
 
 
+def _interval(check: GateCheck) -> str:
+    low, high = check.get("ci_low"), check.get("ci_high")
+    if low is None or high is None:
+        return "-"
+    return f"[{low:+.4f}, {high:+.4f}]"
+
+
+def _number(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else text(value)
+
+
 def render_gate(report: GateReport) -> Table:
+    """One row per benchmark: baseline, candidate, delta and its interval, n, who evaluated."""
     table = Table(title=f"gate: {'passed' if report['passed'] else 'FAILED'}")
-    for column in ("benchmark", "version", "scope", "baseline", "candidate", "delta", "tol"):
+    columns = ("benchmark", "scope", "baseline", "candidate", "delta", "interval", "n", "tol")
+    for column in (*columns, "verdict", "evaluated by"):
         table.add_column(column)
-    table.add_column("verdict")
     for check in report["checks"]:
+        who = {check.get("baseline_by"), check.get("candidate_by")} - {None}
         table.add_row(
-            check["benchmark"],
-            str(check["version"]),
+            f"{check['benchmark']}@{check['version']}",
             check["scope"],
-            *(text(check[key]) for key in ("baseline", "candidate", "delta", "tolerance")),
-            check["verdict"],
+            *(_number(check[key]) for key in ("baseline", "candidate", "delta")),
+            _interval(check),
+            text(check.get("n")),
+            text(check["tolerance"]),
+            check["verdict"] + (f" ({check['detail']})" if check.get("detail") else ""),
+            ", ".join(sorted(str(w) for w in who)) or "-",
         )
     return table
 

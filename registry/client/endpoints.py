@@ -21,6 +21,7 @@ from registry.client.records import (
     Benchmark,
     Capability,
     Evaluation,
+    EvaluationDetail,
     Event,
     EventsVerification,
     GateReport,
@@ -204,8 +205,15 @@ class Endpoints:
         items_digest: str | None = None,
         library_digest: str | None = None,
         adapter_id: int | None = None,
+        items: Mapping[str, float] | None = None,
+        provenance: Mapping[str, Any] | None = None,
     ) -> Evaluation:
-        """Record a score for a library (by digest) or for one adapter version."""
+        """Record a score for a library (by digest) or for one adapter version.
+
+        `items` ({item id: score}, whose mean is `score`) lets the gate run its paired test;
+        `provenance` says where the scores come from (dataset_digest, engine, policy,
+        code_version, library, extra).
+        """
         if (library_digest is None) == (adapter_id is None):
             raise errors.InvalidError("give exactly one of library_digest and adapter_id")
         body: dict[str, Any] = {
@@ -219,7 +227,15 @@ class Endpoints:
             body["library_digest"] = library_digest
         else:
             body["adapter_id"] = adapter_id
+        if items is not None:
+            body["items"] = dict(items)
+        if provenance is not None:
+            body["provenance"] = dict(provenance)
         return cast(Evaluation, self._post("/evaluations", body))
+
+    def get_evaluation(self, evaluation_id: int) -> EvaluationDetail:
+        """One evaluation with its per-item scores (`items`) and provenance."""
+        return cast(EvaluationDetail, self._get(f"/evaluations/{evaluation_id}"))
 
     def list_benchmarks(self) -> list[Benchmark]:
         return cast(list[Benchmark], self._get("/benchmarks"))

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict
 
 State = Literal["candidate", "approved", "rejected", "revoked"]
-Role = Literal["reader", "publisher", "approver", "node", "admin"]
-Verdict = Literal["pass", "fail", "missing", "no_baseline"]
+Role = Literal["reader", "publisher", "approver", "evaluator", "node", "admin"]
+Verdict = Literal["pass", "fail", "missing", "no_baseline", "mismatch"]
 
 
 class Health(TypedDict):
@@ -91,8 +91,15 @@ class Evaluation(TypedDict):
     score: float
     n: int
     items_digest: str | None
+    provenance: dict[str, Any]
     created_by: str
     created_at: str
+
+
+class EvaluationDetail(Evaluation):
+    """An evaluation with its per-item scores (None when it was posted without them)."""
+
+    items: dict[str, float] | None
 
 
 class LibraryEntry(TypedDict):
@@ -123,11 +130,25 @@ class GateCheck(TypedDict):
     delta: float | None
     tolerance: float
     verdict: Verdict
+    test: Literal["paired_bootstrap", "point"] | None
+    n: int | None
+    ci_low: float | None
+    ci_high: float | None
+    baseline_evaluation: int | None
+    candidate_evaluation: int | None
+    baseline_by: str | None
+    candidate_by: str | None
+    detail: str | None
 
 
 class GateReport(TypedDict):
     passed: bool
     checks: list[GateCheck]
+    library_digest: str | None
+    baseline_library_digest: str | None
+    seed: str | None
+    resamples: int | None
+    confidence: float | None
 
 
 class PromoteResult(TypedDict):

@@ -105,7 +105,7 @@ def to_benchmark(row: SqlBenchmark) -> Benchmark:
     )
 
 
-def to_evaluation(row: SqlEvaluation) -> Evaluation:
+def to_evaluation(row: SqlEvaluation, *, with_items: bool = False) -> Evaluation:
     return Evaluation(
         id=row.id,
         benchmark=row.benchmark.name,
@@ -117,6 +117,8 @@ def to_evaluation(row: SqlEvaluation) -> Evaluation:
         items_digest=row.items_digest,
         created_by=row.created_by,
         created_at=row.created_at,
+        provenance=dict(row.provenance or {}),
+        items=dict(row.items) if with_items and row.items is not None else None,
     )
 
 

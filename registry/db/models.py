@@ -178,6 +178,10 @@ class SqlEvaluation(Base):
     score: Mapped[float] = mapped_column(Float)
     n: Mapped[int] = mapped_column(Integer)
     items_digest: Mapped[str | None] = mapped_column(DIGEST, default=None)
+    # per-item scores {item id: score} (the paired gate reads them in its own transaction)
+    items: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    # where the scores come from: dataset digest, engine, policy, code version, ...
+    provenance: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     created_by: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 

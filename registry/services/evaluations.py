@@ -1,8 +1,19 @@
-"""Benchmarks (what the gate checks) and evaluations (their scores)."""
+"""Benchmarks (what the gate checks) and evaluations (their scores, per item, with provenance).
+
+Per-item scores `{item id: score}` are stored with the evaluation (the paired gate reads
+them in the promotion's transaction); `items_digest` is the sha256 of their canonical JSON,
+computed here and checked against the client's when it gives one. The score must be their
+mean and `n` their count. A provenance's `dataset_digest` must be the benchmark's.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -65,6 +76,38 @@ class EvaluationDraft:
     library_digest: str | None = None
     adapter_id: int | None = None
     items_digest: str | None = None
+    items: dict[str, float] | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+def items_digest(items: Mapping[str, float]) -> str:
+    """sha256 of the canonical JSON of per-item scores (sorted keys, no spaces)."""
+    body = json.dumps(dict(items), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _check_items(draft: EvaluationDraft) -> str | None:
+    """The items' digest after checking them against n, score and a stated digest."""
+    if draft.items is None:
+        return draft.items_digest
+    if len(draft.items) != draft.n:
+        raise InvalidError(f"n is {draft.n} but {len(draft.items)} item scores were given")
+    mean = math.fsum(draft.items.values()) / len(draft.items)
+    if abs(mean - draft.score) > 1e-6 * max(1.0, abs(mean)):
+        raise InvalidError(f"score {draft.score} is not the mean of the item scores ({mean})")
+    digest = items_digest(draft.items)
+    if draft.items_digest is not None and draft.items_digest != digest:
+        raise InvalidError(f"items_digest {draft.items_digest} differs from the items' {digest}")
+    return digest
+
+
+def _check_provenance(bench: SqlBenchmark, provenance: Mapping[str, Any]) -> None:
+    stated = provenance.get("dataset_digest")
+    if stated is not None and stated != bench.dataset_digest:
+        raise InvalidError(
+            f"provenance.dataset_digest {stated} is not the dataset of "
+            f"{bench.name} v{bench.version} ({bench.dataset_digest})"
+        )
 
 
 def _check_target(session: Session, bench: SqlBenchmark, draft: EvaluationDraft) -> None:
@@ -99,13 +142,16 @@ def create_evaluation(*, session: Session, actor: Principal, draft: EvaluationDr
     if bench is None:
         raise NotFoundError(f"benchmark {draft.benchmark} v{draft.benchmark_version} not found")
     _check_target(session, bench, draft)
+    _check_provenance(bench, draft.provenance)
     row = SqlEvaluation(
         benchmark=bench,
         library_digest=draft.library_digest,
         adapter_id=draft.adapter_id,
         score=draft.score,
         n=draft.n,
-        items_digest=draft.items_digest,
+        items_digest=_check_items(draft),
+        items=draft.items,
+        provenance=dict(draft.provenance),
         created_by=actor.name,
     )
     session.add(row)
@@ -116,7 +162,8 @@ def create_evaluation(*, session: Session, actor: Principal, draft: EvaluationDr
         actor=actor.name,
         action="evaluation.create",
         subject=f"evaluation:{evaluation.id}",
-        payload={k: v for k, v in vars(draft).items()},
+        payload={k: v for k, v in vars(draft).items() if k != "items"}
+        | {"items_digest": evaluation.items_digest},
     )
     return evaluation
 
@@ -126,3 +173,11 @@ def list_evaluations(*, session: Session, benchmark: str | None = None) -> list[
     if benchmark is not None:
         query = query.join(SqlEvaluation.benchmark).where(SqlBenchmark.name == benchmark)
     return [to_evaluation(r) for r in session.scalars(query)]
+
+
+def get_evaluation(*, session: Session, evaluation_id: int) -> Evaluation:
+    """One evaluation with its per-item scores."""
+    row = session.get(SqlEvaluation, evaluation_id)
+    if row is None:
+        raise NotFoundError(f"evaluation {evaluation_id} not found")
+    return to_evaluation(row, with_items=True)

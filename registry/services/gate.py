@@ -1,4 +1,10 @@
-"""Gathers the benchmarks and scores a promotion is judged on, then asks ``registry.gates``."""
+"""Gathers the benchmarks and trusted evaluations a promotion is judged on; `registry.gates` judges.
+
+Trust: an evaluation posted by a principal who published one of the adapters the promotion
+brings in is ignored, for the baseline and the candidate alike (the author of a candidate
+cannot post the scores that let it pass, nor lower the bar it is measured against). The
+latest trusted evaluation of each side counts; the report names who evaluated.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from registry.db.convert import to_benchmark
-from registry.db.models import SqlBenchmark, SqlEvaluation, SqlRevision
-from registry.domain import GateReport
-from registry.gates import judge, report
+from registry.db.models import SqlAdapterVersion, SqlBenchmark, SqlEvaluation, SqlRevision
+from registry.domain import GateReport, Scored
+from registry.gates import DEFAULT_SETTINGS, GateSettings, judge, report
 from registry.names import LIBRARY_SCOPE
 
 
@@ -42,32 +48,78 @@ def _latest_benchmarks(session: Session, scopes: set[str]) -> list[SqlBenchmark]
     return list(session.scalars(query))
 
 
-def _score(session: Session, benchmark_id: int, **key: Any) -> float | None:
-    column, value = next(iter(key.items()))
-    if value is None:
+class _Side:
+    """The latest trusted evaluation of one benchmark for one target, and what was ignored."""
+
+    def __init__(self, session: Session, untrusted: set[str]) -> None:
+        self.session = session
+        self.untrusted = untrusted
+        self.ignored: list[str] = []
+
+    def find(self, benchmark_id: int, **key: Any) -> Scored | None:
+        column, value = next(iter(key.items()))
+        if value is None:
+            return None
+        rows = self.session.scalars(
+            select(SqlEvaluation)
+            .where(
+                SqlEvaluation.benchmark_id == benchmark_id,
+                getattr(SqlEvaluation, column) == value,
+            )
+            .order_by(SqlEvaluation.id.desc())
+        )
+        for row in rows:
+            if row.created_by in self.untrusted:
+                self.ignored.append(f"evaluation {row.id} by {row.created_by}")
+                continue
+            items = {str(k): float(v) for k, v in row.items.items()} if row.items else None
+            return Scored(row.id, row.score, items, row.created_by)
         return None
-    return session.scalar(
-        select(SqlEvaluation.score)
-        .where(SqlEvaluation.benchmark_id == benchmark_id, getattr(SqlEvaluation, column) == value)
-        .order_by(SqlEvaluation.id.desc())
-        .limit(1)
+
+
+def _publishers(session: Session, library: dict[str, Any], changed: set[str]) -> set[str]:
+    ids = [library[cap]["adapter_id"] for cap in changed]
+    if not ids:
+        return set()
+    rows = session.scalars(
+        select(SqlAdapterVersion.created_by).where(SqlAdapterVersion.id.in_(ids))
+    )
+    return set(rows)
+
+
+def _detail(side: _Side) -> str | None:
+    if not side.ignored:
+        return None
+    return "ignored (posted by a publisher of an adapter this promotion brings in): " + ", ".join(
+        side.ignored
     )
 
 
 def evaluate_gate(
-    session: Session, *, current: SqlRevision | None, library: dict[str, Any], digest: str
+    session: Session,
+    *,
+    current: SqlRevision | None,
+    library: dict[str, Any],
+    digest: str,
+    settings: GateSettings = DEFAULT_SETTINGS,
 ) -> GateReport:
     """Judge every benchmark of a replaced capability, and of the whole library."""
     changed = changed_capabilities(current, library)
+    untrusted = _publishers(session, library, changed)
+    old_library = current.library if current is not None else {}
     checks = []
     for bench in _latest_benchmarks(session, changed | {LIBRARY_SCOPE}):
+        side = _Side(session, untrusted)
         if bench.scope == LIBRARY_SCOPE:
             baseline_key = current.library_digest if current is not None else None
-            baseline = _score(session, bench.id, library_digest=baseline_key)
-            candidate = _score(session, bench.id, library_digest=digest)
+            baseline = side.find(bench.id, library_digest=baseline_key)
+            candidate = side.find(bench.id, library_digest=digest)
         else:
-            old = (current.library if current is not None else {}).get(bench.scope)
-            baseline = _score(session, bench.id, adapter_id=old["adapter_id"] if old else None)
-            candidate = _score(session, bench.id, adapter_id=library[bench.scope]["adapter_id"])
-        checks.append(judge(to_benchmark(bench), baseline, candidate))
-    return report(checks)
+            old = old_library.get(bench.scope)
+            baseline = side.find(bench.id, adapter_id=old["adapter_id"] if old else None)
+            candidate = side.find(bench.id, adapter_id=library[bench.scope]["adapter_id"])
+        checks.append(
+            judge(to_benchmark(bench), baseline, candidate, settings, detail=_detail(side))
+        )
+    baseline_digest = current.library_digest if current is not None else None
+    return report(checks, settings, library_digest=digest, baseline_library_digest=baseline_digest)

@@ -35,6 +35,7 @@ PRINCIPALS = {
     "approver": ("bob", Role.APPROVER),
     "node": ("node-1", Role.NODE),
     "self_approver": ("alice", Role.APPROVER),
+    "evaluator": ("eve", Role.EVALUATOR),
 }
 
 COUNTED = (

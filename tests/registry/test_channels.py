@@ -25,7 +25,8 @@ def test_promote_builds_revisions_with_library_digest(world: World) -> None:
     plan, write = world.approved("plan", 1), world.approved("write", 2)
     first = world.promote({"plan": plan["id"]}, order=["plan", "write"])
     assert first["revision"]["revision"] == 1
-    assert first["gate"] == {"passed": True, "checks": []}
+    assert (first["gate"]["passed"], first["gate"]["checks"]) == (True, [])
+    assert first["gate"]["library_digest"] == first["revision"]["library_digest"]
     second = world.promote({"write": write["id"]})["revision"]
     assert second["revision"] == 2
     assert set(second["library"]) == {"plan", "write"}

@@ -35,6 +35,7 @@ PAIRS: dict[type, type[BaseModel]] = {
     records.Lineage: schemas.LineagePublic,
     records.Benchmark: schemas.BenchmarkPublic,
     records.Evaluation: schemas.EvaluationPublic,
+    records.EvaluationDetail: schemas.EvaluationDetail,
     records.LibraryEntry: schemas.LibraryEntryPublic,
     records.Revision: schemas.RevisionPublic,
     records.GateCheck: schemas.GateCheckPublic,

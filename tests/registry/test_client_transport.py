@@ -228,6 +228,7 @@ def _calls(tmp_path: Path) -> dict[str, Callable[[RegistryClient], Any]]:
         ),
         "list_benchmarks": lambda c: c.list_benchmarks(),
         "list_evaluations": lambda c: c.list_evaluations(),
+        "get_evaluation": lambda c: c.get_evaluation(1),
         "list_channels": lambda c: c.list_channels(),
         "get_channel": lambda c: c.get_channel("prod"),
         "channel_revisions": lambda c: c.channel_revisions("prod"),

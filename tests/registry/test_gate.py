@@ -7,7 +7,7 @@ from harness import World
 from sqlalchemy import select
 
 from registry.db.models import SqlGateReport
-from registry.domain import Benchmark
+from registry.domain import Benchmark, Scored
 from registry.gates import judge, report
 
 
@@ -33,8 +33,12 @@ def _bench(direction: str = "higher", tolerance: float = 0.01) -> Benchmark:
 def test_judge(
     direction: str, baseline: float | None, candidate: float | None, verdict: str
 ) -> None:
-    check = judge(_bench(direction), baseline, candidate)
+    def side(score: float | None) -> Scored | None:
+        return None if score is None else Scored(1, score, None, "eve")
+
+    check = judge(_bench(direction), side(baseline), side(candidate))
     assert check.verdict == verdict
+    assert check.test == ("point" if verdict in {"pass", "fail"} else None)
     assert report([check]).passed is (verdict in {"pass", "no_baseline"})
 
 
@@ -57,7 +61,7 @@ def _benchmark(world: World, name: str, scope: str, direction: str = "higher") -
 
 def _evaluate(world: World, name: str, score: float, **target: object) -> None:
     body = {"benchmark": name, "benchmark_version": 1, "score": score, "n": 50, **target}
-    world.api.ok("POST", "/evaluations", "publisher", json=body)
+    world.api.ok("POST", "/evaluations", "evaluator", json=body)
 
 
 def _gate_rows(world: World) -> list[bool]:

@@ -8,6 +8,7 @@ weights are refused before anything is uploaded.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,3 +207,36 @@ def test_publish_refused_when_a_frozen_file_changed(
         publish_adapter(tmp_path / "search2", client=registry["client"], capability="search")
     assert list(info.value.changed) == ["adapter:plan"]
     assert _count(registry["client"]) == n
+
+
+def test_eval_nll_posts_per_item_scores(registry, library, data, tiny_backbone) -> None:
+    admin, write = registry["admin"], library["adapters"]["write"]
+    digest = _sha(data["base"])
+    admin.create_benchmark(
+        name="write-nll", version=1, dataset_digest=digest, scope="write",
+        metric="nll", direction="lower", tolerance=0.05,
+    )  # fmt: skip
+    evaluator = admin.create_token(name="ci", role="evaluator")["token"]
+    args = [
+        "eval", "nll", "--backbone", str(tiny_backbone), "--data", str(data["base"]),
+        "--adapter", f"write={library['dirs']['write']}", "--json",
+        "--registry", registry["url"], "--token", evaluator,
+    ]  # fmt: skip
+    missing = CliRunner().invoke(app, [*args, "--post", "write-nll"])
+    assert missing.exit_code == 2
+    assert "exactly one of --adapter-id and --library-digest" in missing.output
+    target = ["--post", "write-nll", "--adapter-id", str(write["id"]), "--dataset-digest", digest]
+    result = CliRunner().invoke(app, [*args, *target])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("posted evaluation ")
+    scores = {x["capability"]: x for x in json.loads("\n".join(lines[1:]))}
+    (posted,) = registry["client"].list_evaluations(benchmark="write-nll")
+    full = registry["client"].get_evaluation(posted["id"])
+    assert full["created_by"] == "ci"
+    assert full["adapter_id"] == write["id"]
+    assert full["n"] == scores["write"]["samples"] == len(full["items"]) == 2
+    assert all(key.endswith("#2") for key in full["items"])  # write is the third phase
+    assert full["score"] == pytest.approx(sum(full["items"].values()) / 2)
+    assert full["provenance"]["dataset_digest"] == digest
+    assert full["provenance"]["extra"]["data"] == {str(data["base"]): digest}

@@ -1,20 +1,25 @@
-"""Benchmarks (approver) and evaluations (publisher or approver)."""
+"""Benchmarks (approver) and evaluations (evaluator, publisher or approver; any role reads)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path
 
 from registry.api.deps import Approver, Evaluator, Reader, StateDep
 from registry.api.schemas import (
+    MAX_DB_INT,
     BenchmarkCreate,
     BenchmarkPublic,
     EvaluationCreate,
+    EvaluationDetail,
     EvaluationPublic,
 )
 from registry.domain import Benchmark, Evaluation
 from registry.services import evaluations
 
 router = APIRouter(tags=["benchmarks"])
+EvaluationId = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
 
 
 @router.post("/benchmarks", response_model=BenchmarkPublic, status_code=201)
@@ -33,7 +38,9 @@ def get_benchmarks(state: StateDep, _reader: Reader) -> list[Benchmark]:
 
 @router.post("/evaluations", response_model=EvaluationPublic, status_code=201)
 def post_evaluation(body: EvaluationCreate, state: StateDep, actor: Evaluator) -> Evaluation:
-    draft = evaluations.EvaluationDraft(**body.model_dump())
+    fields = body.model_dump(exclude={"provenance"})
+    provenance = body.provenance.model_dump(exclude_none=True) if body.provenance else {}
+    draft = evaluations.EvaluationDraft(**fields, provenance=provenance)
     with state.db.write() as session:
         return evaluations.create_evaluation(session=session, actor=actor, draft=draft)
 
@@ -44,3 +51,9 @@ def get_evaluations(
 ) -> list[Evaluation]:
     with state.db.read() as session:
         return evaluations.list_evaluations(session=session, benchmark=benchmark)
+
+
+@router.get("/evaluations/{evaluation_id}", response_model=EvaluationDetail)
+def get_evaluation(evaluation_id: EvaluationId, state: StateDep, _reader: Reader) -> Evaluation:
+    with state.db.read() as session:
+        return evaluations.get_evaluation(session=session, evaluation_id=evaluation_id)

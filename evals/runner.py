@@ -1,0 +1,215 @@
+"""Runs a suite's questions through the real agent loop on an engine, scores them, resumably.
+
+Each question is one episode of `runtime.agent.Agent` on an `Engine` session, with the
+suite's MCP tools (search, fetch_document, calculate) and the policy of the run: `hard`
+follows the question's own phases (restricted to the library's adapters), `soft` lets the
+model choose. Episodes run concurrently (anyio tasks, `concurrency` at once); the reference
+engine interleaves sessions under its lock, a batching engine overlaps them.
+
+Every finished item is appended to a JSONL results file at once (one line, flushed), after a
+header naming the run (suite digest, split, library key, policy). Started again on the same
+file, the run skips the items already there: an interrupted evaluation continues where it
+stopped and never re-scores what it finished. A file of another run is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evals.errors import EvalError
+from evals.questions import Question
+from evals.scoring import ItemScore, score_episode
+from evals.suite import Suite
+from evals.tools import TOOL_SCHEMAS, serve_suite_tools
+from evals.trajectories import SYSTEM
+from runtime.engine import Engine
+from runtime.tools import McpToolbox
+
+
+class ResultsMismatchError(EvalError, ValueError):
+    """A results file that belongs to another run (suite, split, library or policy)."""
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """What a results file is about; a resumed run must match it exactly."""
+
+    suite_digest: str
+    split: str
+    library: str  # a library digest, or another stable name of the adapters evaluated
+    policy: str
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "suite_digest": self.suite_digest,
+            "split": self.split,
+            "library": self.library,
+            "policy": self.policy,
+        }
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    score: ItemScore
+    finish_reason: str | None
+    decoded: int  # tokens generated in the episode
+    elapsed_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.score.to_json(),
+            "finish_reason": self.finish_reason,
+            "decoded": self.decoded,
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> ItemResult:
+        fields = {k: obj[k] for k in ("id", "kind", "answer", "em", "f1", "doc_recall")}
+        score = ItemScore(**fields, plan_coverage=obj["plan_coverage"])
+        return cls(score, obj.get("finish_reason"), int(obj["decoded"]), float(obj["elapsed_s"]))
+
+
+class ResultsLog:
+    """Append-only JSONL of a run: a header line, then one line per finished item."""
+
+    def __init__(self, path: str | os.PathLike[str], key: RunKey) -> None:
+        self.path = Path(path)
+        self.key = key
+        self.done: dict[str, ItemResult] = {}
+        self._lock = threading.Lock()
+        if self.path.exists() and self.path.stat().st_size:
+            self._load()
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._write({"run": key.to_json()})
+
+    def _load(self) -> None:
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        try:
+            header = json.loads(lines[0]).get("run")
+            records = [json.loads(line) for line in lines[1:] if line.strip()]
+        except (json.JSONDecodeError, AttributeError) as exc:
+            raise ResultsMismatchError(f"{self.path}: not a results file ({exc})") from None
+        if header != self.key.to_json():
+            raise ResultsMismatchError(
+                f"{self.path} holds the run {header}, not {self.key.to_json()}: "
+                "use another results file"
+            )
+        for record in records:
+            result = ItemResult.from_json(record)
+            self.done[result.score.id] = result
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def append(self, result: ItemResult) -> None:
+        with self._lock:
+            self._write(result.to_json())
+            self.done[result.score.id] = result
+
+
+class SuiteToolbox(McpToolbox):
+    """The suite's MCP tools, shown to the model exactly as the gold trajectories show them."""
+
+    def schemas(self) -> list[dict[str, Any]]:
+        served = {s["function"]["name"] for s in super().schemas()}
+        shown = [dict(t) for t in TOOL_SCHEMAS]
+        if served != {t["function"]["name"] for t in shown}:
+            raise EvalError(f"the tool server offers {sorted(served)}, not the suite's tools")
+        return shown
+
+
+@dataclass
+class EpisodeSettings:
+    policy: str = "hard"  # "hard": the question's phases; "soft": the model chooses
+    max_steps: int = 12
+    max_new_tokens: int = 96
+    concurrency: int = 4
+    on_item: Callable[[ItemResult], None] | None = field(default=None, repr=False)
+
+
+def _policy(kind: str, question: Question, library: Sequence[str]) -> Any:
+    from runtime.policy import make_policy
+
+    if kind == "soft":
+        return make_policy("soft", library=library)
+    order = [p for p in question.phases if p in library]
+    return make_policy("hard", order, library)
+
+
+async def _episode(
+    engine: Engine, toolbox: McpToolbox, question: Question, settings: EpisodeSettings
+) -> ItemResult:
+    from runtime.agent import Agent, AgentConfig
+    from runtime.episode import EpisodeManager
+
+    config = AgentConfig(
+        max_steps=settings.max_steps, max_new_tokens=settings.max_new_tokens, system=SYSTEM
+    )
+    policy = _policy(settings.policy, question, list(engine.adapters))
+    manager = EpisodeManager(engine, policy=policy, max_episodes=1)
+    episode = manager.create(task=question.question)
+    try:
+        await Agent(engine.tokenizer, toolbox, config).run(episode, question.question)
+        decoded = sum(s.decoded for s in episode.steps)
+        score = score_episode(question, episode.messages)
+        return ItemResult(score, episode.finish_reason, decoded, episode.elapsed_s)
+    finally:
+        manager.close_all()
+
+
+async def run_questions(
+    engine: Engine,
+    suite: Suite,
+    questions: Sequence[Question],
+    log: ResultsLog,
+    settings: EpisodeSettings,
+) -> dict[str, ItemResult]:
+    """Every question not yet in `log`, `settings.concurrency` episodes at a time."""
+    import anyio
+
+    todo = [q for q in questions if q.id not in log.done]
+    limiter = anyio.CapacityLimiter(max(1, settings.concurrency))
+
+    async with SuiteToolbox([serve_suite_tools(suite.index())]) as toolbox:
+
+        async def one(question: Question) -> None:
+            async with limiter:
+                result = await _episode(engine, toolbox, question, settings)
+            log.append(result)
+            if settings.on_item is not None:
+                settings.on_item(result)
+
+        async with anyio.create_task_group() as tg:
+            for question in todo:
+                tg.start_soon(one, question)
+    return {q.id: log.done[q.id] for q in questions}
+
+
+def run_suite(
+    engine: Engine,
+    suite: Suite,
+    *,
+    results: str | os.PathLike[str],
+    library: str,
+    split: str = "test",
+    limit: int | None = None,
+    settings: EpisodeSettings | None = None,
+) -> dict[str, ItemResult]:
+    """Run (or resume) `split` of the suite on `engine`; the per-item results, in order."""
+    import anyio
+
+    settings = settings or EpisodeSettings()
+    questions = list(suite.questions[split])[:limit]
+    log = ResultsLog(results, RunKey(suite.digest, split, library, settings.policy))
+    return anyio.run(run_questions, engine, suite, questions, log, settings)

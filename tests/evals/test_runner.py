@@ -1,0 +1,120 @@
+"""The evaluation runner on the tiny model: real agent loop, concurrent episodes, resumable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evals.runner import (
+    EpisodeSettings,
+    ItemResult,
+    ResultsMismatchError,
+    run_suite,
+)
+from evals.scoring import ItemScore
+from evals.suite import Suite
+from evals.trajectories import CAPABILITIES, DESCRIPTIONS
+
+FAST = {"max_steps": 6, "max_new_tokens": 6, "concurrency": 3}
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from runtime.engine import AdapterSpec
+    from runtime.engines.peft import PeftEngine
+    from runtime.tiny import build_tiny_adapter, build_tiny_backbone
+
+    root = tmp_path_factory.mktemp("tiny")
+    backbone = build_tiny_backbone(root / "backbone")
+    specs = [
+        AdapterSpec(
+            c, str(build_tiny_adapter(backbone, root / c, seed=i + 1)), description=DESCRIPTIONS[c]
+        )
+        for i, c in enumerate(CAPABILITIES)
+    ]
+    return PeftEngine(backbone, specs)
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_run_scores_every_item_and_is_deterministic(
+    engine, small_suite: Suite, tmp_path: Path
+) -> None:
+    seen: list[str] = []
+    settings = EpisodeSettings(**FAST, on_item=lambda r: seen.append(r.score.id))
+    first = run_suite(
+        engine,
+        small_suite,
+        results=tmp_path / "a.jsonl",
+        library="tiny",
+        limit=4,
+        settings=settings,
+    )
+    ids = [q.id for q in small_suite.questions["test"][:4]]
+    assert list(first) == ids
+    assert sorted(seen) == sorted(ids)
+    lines = _lines(tmp_path / "a.jsonl")
+    assert lines[0]["run"] == {
+        "suite_digest": small_suite.digest,
+        "split": "test",
+        "library": "tiny",
+        "policy": "hard",
+    }
+    assert sorted(line["id"] for line in lines[1:]) == sorted(ids)
+    for result in first.values():
+        assert 0.0 <= result.score.f1 <= 1.0
+        assert result.decoded > 0
+        assert result.finish_reason in {"answer", "max_steps"}
+    again = run_suite(
+        engine,
+        small_suite,
+        results=tmp_path / "b.jsonl",
+        library="tiny",
+        limit=4,
+        settings=EpisodeSettings(**FAST),
+    )
+    assert {k: v.score for k, v in again.items()} == {k: v.score for k, v in first.items()}
+
+
+def test_an_interrupted_run_continues_without_rescoring(
+    engine, small_suite: Suite, tmp_path: Path
+) -> None:
+    results = tmp_path / "r.jsonl"
+    questions = small_suite.questions["test"][:3]
+    run_suite(
+        engine,
+        small_suite,
+        results=results,
+        library="tiny",
+        limit=1,
+        settings=EpisodeSettings(**FAST),
+    )
+    # tamper with the finished item: a resumed run must keep it, not score it again
+    header, done = _lines(results)
+    done["em"], done["answer"] = 0.5, "kept"
+    results.write_text(json.dumps(header) + "\n" + json.dumps(done) + "\n")
+    ran: list[str] = []
+    out = run_suite(
+        engine, small_suite, results=results, library="tiny", limit=3,
+        settings=EpisodeSettings(**FAST, on_item=lambda r: ran.append(r.score.id)),
+    )  # fmt: skip
+    assert sorted(ran) == sorted(q.id for q in questions[1:])
+    assert (out[questions[0].id].score.em, out[questions[0].id].score.answer) == (0.5, "kept")
+    assert len(_lines(results)) == 4
+    with pytest.raises(ResultsMismatchError, match="another results file"):
+        run_suite(
+            engine,
+            small_suite,
+            results=results,
+            library="tiny",
+            settings=EpisodeSettings(**FAST, policy="soft"),
+        )
+
+
+def test_item_results_round_trip() -> None:
+    result = ItemResult(ItemScore("q", "name", "a", 1.0, 1.0, 0.5, 0.25), "answer", 12, 0.5)
+    assert ItemResult.from_json(result.to_json()) == result
