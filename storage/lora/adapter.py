@@ -114,7 +114,7 @@ def _halves(
         split = split_key(tensor.name)
         if split is None:
             problems.append(
-                f"{show(tensor.name)}: not a LoRA weight (base_model.model.<module>.lora_A.weight "
+                f"{show(tensor.name, 200)}: not a LoRA weight (base_model.model.<module>.lora_A.weight "
                 "or .lora_B.weight)"
             )
         elif tensor.dtype not in FLOAT_DTYPES:

@@ -50,9 +50,10 @@ def say(message: str) -> str:
     return f"{CONFIG_FILE}: {message}"
 
 
-def show(value: Any) -> str:
+def show(value: Any, limit: int = 60) -> str:
+    """repr(value), cut to `limit` characters."""
     text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def label(name: str) -> str:

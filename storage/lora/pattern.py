@@ -274,7 +274,7 @@ class ModulePattern:
         return self._full.fullmatch(name)
 
     def suffix_match(self, name: str) -> bool:
-        """PEFT's ``re.match(rf"(.*\.)?({source})$", name) is not None``."""
+        """PEFT's ``re.match(rf"(.*\\.)?({source})$", name) is not None``."""
         name = name.removesuffix("\n")  # `$` also matches before a final newline
         if self.anchored:
             return self.fullmatch(name)
