@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from storage.lora import parse_config
 from trainers import merge
 from trainers.errors import MergeError, UnsupportedMergeError
 
 
 def _adapter(factors: dict[str, tuple[list, list]], scale: float, rank: int) -> merge.LoraAdapter:
-    tensors = {m: (torch.tensor(a), torch.tensor(b)) for m, (a, b) in factors.items()}
-    return merge.LoraAdapter(Path("x"), {"r": rank, "lora_alpha": scale * rank}, scale, tensors)
+    tensors = {m: (torch.tensor(a), torch.tensor(b), scale) for m, (a, b) in factors.items()}
+    fields = {"peft_type": "LORA", "r": rank, "lora_alpha": scale * rank, "target_modules": ["m"]}
+    return merge.LoraAdapter(Path("x"), parse_config(json.dumps(fields)), tensors)
 
 
 def test_full_additive_is_the_exact_sum_of_deltas() -> None:
