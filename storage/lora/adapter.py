@@ -28,6 +28,7 @@ PEFT_PREFIX = "base_model.model."
 WEIGHTS_FILE = "adapter_model.safetensors"
 FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"})
 MAX_PROBLEMS = 100
+KEY_FORM = "base_model.model.<module>.lora_A.weight or .lora_B.weight"
 _SUFFIXES = {"A": ".lora_A.weight", "B": ".lora_B.weight"}
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_-")
 
@@ -113,10 +114,7 @@ def _halves(
         count += 1
         split = split_key(tensor.name)
         if split is None:
-            problems.append(
-                f"{show(tensor.name, 200)}: not a LoRA weight (base_model.model.<module>.lora_A.weight "
-                "or .lora_B.weight)"
-            )
+            problems.append(f"{show(tensor.name, 200)}: not a LoRA weight ({KEY_FORM})")
         elif tensor.dtype not in FLOAT_DTYPES:
             problems.append(f"{tensor.name}: dtype {tensor.dtype} is not floating point")
         elif len(tensor.shape) != 2:
@@ -162,5 +160,5 @@ def _fit(
             )
     if len(problems) > before:
         return None
-    alpha, scale = config.alpha_for(name), config.scale_for(name)
-    return LoraModule(name, a.name, b.name, rank, alpha, scale, out_f, in_f)
+    alpha = config.alpha_for(name)
+    return LoraModule(name, a.name, b.name, rank, alpha, config.scale(rank, alpha), out_f, in_f)

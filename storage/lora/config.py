@@ -37,6 +37,10 @@ MAX_RANK = 65536
 MAX_ALPHA = 1e6
 MAX_TARGETS = 4096  # entries of a target_modules list
 MAX_PATTERN_KEYS = 1024  # keys of rank_pattern / alpha_pattern
+# patterns with '.*' or '|' (a string target_modules and pattern keys together): each costs
+# one automaton run per backbone module; names and dotted paths (what peft and EVA write)
+# take the fast path and only count against MAX_PATTERN_KEYS
+MAX_VARIABLE_PATTERNS = 8
 MAX_NAME_CHARS = 256
 ALL_LINEAR = "all-linear"
 
@@ -77,7 +81,9 @@ class LoraConfig:
 
     def scale_for(self, module: str) -> float:
         """alpha / r, or alpha / sqrt(r) with rsLoRA, with the module's own rank and alpha."""
-        rank, alpha = self.rank_for(module), self.alpha_for(module)
+        return self.scale(self.rank_for(module), self.alpha_for(module))
+
+    def scale(self, rank: int, alpha: float) -> float:
         return alpha / math.sqrt(rank) if self.use_rslora else alpha / rank
 
 
@@ -204,9 +210,27 @@ def _core(obj: Mapping[str, Any], problems: list[str]) -> LoraConfig | None:
     targets = _targets(obj.get("target_modules"), problems)
     ranks = _pattern_map(obj, "rank_pattern", _rank_value, problems)
     alphas = _pattern_map(obj, "alpha_pattern", _alpha_value, problems)
+    _count_variable(targets, ranks, alphas, problems)
     if len(problems) > before or r is None or alpha is None or targets is None:
         return None
     return LoraConfig(r, alpha, targets, bool(rslora), ranks, alphas, obj)
+
+
+def _count_variable(
+    targets: frozenset[str] | ModulePattern | None,
+    ranks: tuple[tuple[ModulePattern, int], ...],
+    alphas: tuple[tuple[ModulePattern, float], ...],
+    problems: list[str],
+) -> None:
+    patterns = [key for key, _ in (*ranks, *alphas)]
+    if isinstance(targets, ModulePattern):
+        patterns.append(targets)
+    count = sum(p.variable for p in patterns)
+    if count > MAX_VARIABLE_PATTERNS:
+        problems.append(
+            say(f"at most {MAX_VARIABLE_PATTERNS} patterns with '.*' or '|' (target_modules, "
+                f"rank_pattern and alpha_pattern keys together), got {count}")
+        )  # fmt: skip
 
 
 def _rank_value(value: Any) -> int | None:
@@ -259,7 +283,7 @@ def _targets(value: Any, problems: list[str]) -> frozenset[str] | ModulePattern 
         for i, name in enumerate(value)
         if not _is_name(name)
     ]  # fmt: skip
-    problems.extend(capped(bad))
+    problems.extend(capped(bad, prefix=say("")))
     return None if bad else frozenset(value)
 
 
@@ -310,12 +334,12 @@ def _pattern_map(
             continue
         if checked is not None:
             out.append((pattern, checked))
-    problems.extend(capped(bad))
+    problems.extend(capped(bad, prefix=say("")))
     return tuple(out)
 
 
-def capped(problems: list[str], limit: int = 5) -> list[str]:
+def capped(problems: list[str], limit: int = 5, prefix: str = "") -> list[str]:
     """At most `limit` problems of one kind, then a count of the rest."""
     if len(problems) <= limit:
         return problems
-    return [*problems[:limit], f"... and {len(problems) - limit} more like these"]
+    return [*problems[:limit], f"{prefix}... and {len(problems) - limit} more like these"]

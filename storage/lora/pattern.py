@@ -72,6 +72,7 @@ class _Parser:
         self.source = source
         self.pos = start
         self.end = end
+        self.top_level_alternation = False
 
     def fail(self, why: str, at: int | None = None) -> PatternError:
         where = self.pos if at is None else at
@@ -82,7 +83,10 @@ class _Parser:
         while self.pos < self.end and self.source[self.pos] == "|":
             self.pos += 1
             options.append(self.sequence(in_group))
-        return options[0] if len(options) == 1 else _Alt(tuple(options))
+        if len(options) == 1:
+            return options[0]
+        self.top_level_alternation |= not in_group
+        return _Alt(tuple(options))
 
     def sequence(self, in_group: bool) -> _Node:
         items: list[_Node] = []
@@ -135,7 +139,7 @@ def _parse(source: str) -> tuple[_Node, bool]:
     tree = parser.alternatives(in_group=False)
     if parser.pos != end:
         raise parser.fail("unbalanced ')'")
-    if isinstance(tree, _Alt) and (anchored or end < len(source)):
+    if parser.top_level_alternation and (anchored or end < len(source)):
         raise PatternError(f"pattern {source!r}: '^' and '$' are not supported with top-level '|'")
     return tree, anchored
 
@@ -209,9 +213,10 @@ class _Automaton:
         return result
 
     def fullmatch(self, text: str) -> bool:
-        state = self.start
+        state, cache = self.start, self.cache
         for char in text:
-            state = self.step(state, char)
+            found = cache.get((state, char))
+            state = self.step(state, char) if found is None else found
             if not state:
                 return False
         return bool(state & self.last) or (state == self.start and self.nullable)
@@ -265,6 +270,11 @@ class ModulePattern:
 
     def __repr__(self) -> str:
         return f"ModulePattern({self.source!r})"
+
+    @property
+    def variable(self) -> bool:
+        """Has '.*' or alternatives: matched by the automaton, not by fixed-offset compares."""
+        return self._fixed is None
 
     def fullmatch(self, name: str) -> bool:
         """``re.fullmatch(source, name) is not None``."""
