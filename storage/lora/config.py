@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from storage.lora.fields import label, other_field_problems, say, show
+from storage.lora.lookup import PatternTable
 from storage.lora.pattern import ModulePattern, PatternError
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -41,6 +42,9 @@ MAX_PATTERN_KEYS = 1024  # keys of rank_pattern / alpha_pattern
 # one automaton run per backbone module; names and dotted paths (what peft and EVA write)
 # take the fast path and only count against MAX_PATTERN_KEYS
 MAX_VARIABLE_PATTERNS = 8
+# distinct shapes (length, '.' positions) of the other pattern keys of one map: the probes
+# each module costs (an EVA config of a llama has about 20, of a MoE model about 30)
+MAX_KEY_SHAPES = 64
 MAX_NAME_CHARS = 256
 ALL_LINEAR = "all-linear"
 
@@ -53,8 +57,8 @@ class LoraConfig:
     alpha: float
     target_modules: frozenset[str] | ModulePattern
     use_rslora: bool
-    rank_pattern: tuple[tuple[ModulePattern, int], ...]
-    alpha_pattern: tuple[tuple[ModulePattern, float], ...]
+    rank_pattern: PatternTable[int]
+    alpha_pattern: PatternTable[float]
     fields: Mapping[str, Any]  # the JSON object as read
 
     @property
@@ -74,10 +78,10 @@ class LoraConfig:
         return module in names or any(tail in names for tail in tails)
 
     def rank_for(self, module: str) -> int:
-        return _lookup(self.rank_pattern, module, self.r)
+        return self.rank_pattern.lookup(module, self.r)
 
     def alpha_for(self, module: str) -> float:
-        return _lookup(self.alpha_pattern, module, self.alpha)
+        return self.alpha_pattern.lookup(module, self.alpha)
 
     def scale_for(self, module: str) -> float:
         """alpha / r, or alpha / sqrt(r) with rsLoRA, with the module's own rank and alpha."""
@@ -88,14 +92,6 @@ class LoraConfig:
 
 
 T = TypeVar("T")
-
-
-def _lookup(pattern: tuple[tuple[ModulePattern, T], ...], module: str, default: T) -> T:
-    """PEFT's get_pattern_key: the first key (in file order) whose pattern ends the path."""
-    for key, value in pattern:
-        if key.suffix_match(module):
-            return value
-    return default
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -218,14 +214,19 @@ def _core(obj: Mapping[str, Any], problems: list[str]) -> LoraConfig | None:
 
 def _count_variable(
     targets: frozenset[str] | ModulePattern | None,
-    ranks: tuple[tuple[ModulePattern, int], ...],
-    alphas: tuple[tuple[ModulePattern, float], ...],
+    ranks: PatternTable[int],
+    alphas: PatternTable[float],
     problems: list[str],
 ) -> None:
-    patterns = [key for key, _ in (*ranks, *alphas)]
-    if isinstance(targets, ModulePattern):
-        patterns.append(targets)
-    count = sum(p.variable for p in patterns)
+    for field, table in (("rank_pattern", ranks), ("alpha_pattern", alphas)):
+        if table.shape_count > MAX_KEY_SHAPES:
+            problems.append(
+                say(f"{field}: at most {MAX_KEY_SHAPES} key shapes (lengths and '.' positions of "
+                    f"the keys without '.*' or '|'), got {table.shape_count}")
+            )  # fmt: skip
+    count = ranks.scanned + alphas.scanned + isinstance(targets, ModulePattern)
+    if isinstance(targets, ModulePattern) and not targets.variable:
+        count -= 1
     if count > MAX_VARIABLE_PATTERNS:
         problems.append(
             say(f"at most {MAX_VARIABLE_PATTERNS} patterns with '.*' or '|' (target_modules, "
@@ -310,16 +311,16 @@ def _pattern_map(
     field: str,
     check: Callable[[Any], T | None],
     problems: list[str],
-) -> tuple[tuple[ModulePattern, T], ...]:
+) -> PatternTable[T]:
     value = obj.get(field)
     if value is None:
-        return ()
+        return PatternTable()
     if not isinstance(value, dict) or len(value) > MAX_PATTERN_KEYS:
         problems.append(
             say(f"{field} must be an object of at most {MAX_PATTERN_KEYS} module patterns, "
                  f"got {show(value)}")
         )  # fmt: skip
-        return ()
+        return PatternTable()
     out: list[tuple[ModulePattern, T]] = []
     bad: list[str] = []
     rule = RANK_RULE if field == "rank_pattern" else ALPHA_RULE
@@ -335,7 +336,7 @@ def _pattern_map(
         if checked is not None:
             out.append((pattern, checked))
     problems.extend(capped(bad, prefix=say("")))
-    return tuple(out)
+    return PatternTable(out)
 
 
 def capped(problems: list[str], limit: int = 5, prefix: str = "") -> list[str]:

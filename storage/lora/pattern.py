@@ -245,8 +245,9 @@ _PREFIX = _Opt(_Seq((_Star(_Char(ANY)), _Char("."))))
 
 
 @dataclass(frozen=True)
-class _Fixed:
-    """A pattern of one length without alternatives: literal runs at fixed offsets."""
+class FixedShape:
+    """A pattern of one length without alternatives: literal runs at fixed offsets ('.' between
+    them takes any character)."""
 
     size: int
     runs: tuple[tuple[int, str], ...]
@@ -259,14 +260,21 @@ class _Fixed:
 class ModulePattern:
     """A validated pattern of the subset; `fullmatch` and `suffix_match` in linear time."""
 
-    __slots__ = ("_fixed", "_full", "_suffix", "anchored", "source")
+    __slots__ = ("_automata", "_tree", "anchored", "fixed", "source")
 
     def __init__(self, source: str) -> None:
-        tree, self.anchored = _parse(source)
+        self._tree, self.anchored = _parse(source)
         self.source = source
-        self._full = _Automaton(tree)
-        self._suffix = self._full if self.anchored else _Automaton(_Seq((_PREFIX, tree)))
-        self._fixed = _fixed(tree)
+        self.fixed = _fixed(self._tree)
+        self._automata: dict[bool, _Automaton] = {}  # on first use; fixed shapes rarely need one
+
+    def _automaton(self, suffix: bool) -> _Automaton:
+        suffix = suffix and not self.anchored
+        found = self._automata.get(suffix)
+        if found is None:
+            tree = _Seq((_PREFIX, self._tree)) if suffix else self._tree
+            found = self._automata[suffix] = _Automaton(tree)
+        return found
 
     def __repr__(self) -> str:
         return f"ModulePattern({self.source!r})"
@@ -274,30 +282,30 @@ class ModulePattern:
     @property
     def variable(self) -> bool:
         """Has '.*' or alternatives: matched by the automaton, not by fixed-offset compares."""
-        return self._fixed is None
+        return self.fixed is None
 
     def fullmatch(self, name: str) -> bool:
         """``re.fullmatch(source, name) is not None``."""
-        fixed = self._fixed
+        fixed = self.fixed
         if fixed is not None and "\n" not in name:
             return len(name) == fixed.size and fixed.fits(name)
-        return self._full.fullmatch(name)
+        return self._automaton(suffix=False).fullmatch(name)
 
     def suffix_match(self, name: str) -> bool:
         """PEFT's ``re.match(rf"(.*\\.)?({source})$", name) is not None``."""
         name = name.removesuffix("\n")  # `$` also matches before a final newline
         if self.anchored:
             return self.fullmatch(name)
-        fixed = self._fixed
+        fixed = self.fixed
         if fixed is not None and "\n" not in name:
             size = len(name) - fixed.size
             if size < 0 or (size > 0 and name[size - 1] != "."):
                 return False
             return fixed.fits(name[size:])
-        return self._suffix.fullmatch(name)
+        return self._automaton(suffix=True).fullmatch(name)
 
 
-def _fixed(tree: _Node) -> _Fixed | None:
+def _fixed(tree: _Node) -> FixedShape | None:
     """The fast form of a pattern made of characters only; None for '.*' or alternatives."""
     items = tree.items if isinstance(tree, _Seq) else (tree,)
     tests = [item.test for item in items if isinstance(item, _Char)]
@@ -311,4 +319,4 @@ def _fixed(tree: _Node) -> _Fixed | None:
             runs[-1] = (runs[-1][0], runs[-1][1] + test)
         else:
             runs.append((offset, test))
-    return _Fixed(len(tests), tuple(runs))
+    return FixedShape(len(tests), tuple(runs))

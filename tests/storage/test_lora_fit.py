@@ -11,13 +11,12 @@ from hypothesis import strategies as st
 
 from storage.errors import AdapterFormatError
 from storage.lora import (
-    MAX_PATTERN_KEYS,
     backbone_shapes,
     check_adapter,
     lora_key,
     split_key,
 )
-from storage.lora.config import MAX_VARIABLE_PATTERNS
+from storage.lora.config import MAX_KEY_SHAPES, MAX_VARIABLE_PATTERNS
 from storage.manifest import TensorEntry
 
 DIGEST = "0" * 64
@@ -162,9 +161,12 @@ def test_hostile_patterns_on_a_large_backbone_finish() -> None:
     entries = tensors(shapes)
     half = MAX_VARIABLE_PATTERNS // 2
     nasty = {".*" * 60 + f"x{i}": 4 for i in range(half)}
-    fixed = {f"model.layers.{'.' * (i % 30)}zz{i}": 4 for i in range(MAX_PATTERN_KEYS - half)}
+    fixed = {f"model.layers.{'.' * (i % MAX_KEY_SHAPES)}zz{i:04d}": 4 for i in range(1000)}
     cfg = config(target_modules=list(leaves), rank_pattern={**nasty, **fixed}, alpha_pattern=nasty)
     assert len(check_adapter(cfg, entries, shapes).modules) == 126 * 7
     too_many = {f"(a|b){i}.*": 4 for i in range(MAX_VARIABLE_PATTERNS + 1)}
     problems = problems_of(config(rank_pattern=too_many), entries, shapes)
     assert any("at most 8 patterns with '.*' or '|'" in p for p in problems)
+    shapes_ = {"." * i + "q_proj": 4 for i in range(MAX_KEY_SHAPES + 1)}
+    problems = problems_of(config(alpha_pattern=shapes_), entries, shapes)
+    assert any("alpha_pattern: at most 64 key shapes" in p for p in problems)

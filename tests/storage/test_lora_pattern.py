@@ -12,6 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from storage.lora import MAX_PATTERN_CHARS, ModulePattern, PatternError
+from storage.lora.lookup import PatternTable
 
 # a small alphabet so that generated names and patterns actually meet
 NAME_CHARS = "ab_.1"
@@ -100,5 +101,14 @@ def test_backtracking_patterns_stay_linear() -> None:
     name = "a" * 5000
     assert not pattern.fullmatch(name)
     assert not pattern.suffix_match(name)
-    automaton = pattern._full  # the cache holds one entry per distinct (state, char) seen
+    automaton = pattern._automaton(suffix=False)  # one cache entry per (state, char) seen
     assert len(automaton.cache) <= 3
+
+
+@settings(max_examples=400)
+@given(st.lists(patterns(), max_size=8, unique=True), names)
+@example(["a.b", "b", "^a.b", ".*b"], "x.a_b")
+def test_indexed_lookup_is_peft_first_match(sources: list[str], name: str) -> None:
+    table = PatternTable([(ModulePattern(src), i) for i, src in enumerate(sources)])
+    peft = next((i for i, src in enumerate(sources) if re.match(rf"(.*\.)?({src})$", name)), -1)
+    assert table.lookup(name, -1) == peft
