@@ -10,7 +10,8 @@ loads, and a refusal carries the same messages everywhere:
   (per-module rank, alpha, scale), or `AdapterFormatError` with every problem
   (`storage.lora.adapter`);
 - `ModulePattern`: the subset of regular expressions PEFT configs use, matched in linear
-  time without ``re`` (`storage.lora.pattern`).
+  time without ``re`` (`storage.lora.pattern`); `PatternTable`: PEFT's first-match lookup
+  of rank/alpha pattern keys, indexed (`storage.lora.lookup`).
 
 See docs/CONTRACTS.md section 1 for the rules.
 """
@@ -31,15 +32,18 @@ from storage.lora.adapter import (
 from storage.lora.config import (
     MAX_ALPHA,
     MAX_CONFIG_BYTES,
+    MAX_KEY_SHAPES,
     MAX_PATTERN_KEYS,
     MAX_RANK,
     MAX_TARGETS,
+    MAX_VARIABLE_PATTERNS,
     LoraConfig,
     config_size_problem,
     parse_config,
     read_config,
 )
 from storage.lora.fields import CONFIG_FILE, OFF_FIELDS, SAFE_INITS
+from storage.lora.lookup import PatternTable
 from storage.lora.pattern import MAX_PATTERN_CHARS, ModulePattern, PatternError
 
 __all__ = [
@@ -47,10 +51,12 @@ __all__ = [
     "FLOAT_DTYPES",
     "MAX_ALPHA",
     "MAX_CONFIG_BYTES",
+    "MAX_KEY_SHAPES",
     "MAX_PATTERN_CHARS",
     "MAX_PATTERN_KEYS",
     "MAX_RANK",
     "MAX_TARGETS",
+    "MAX_VARIABLE_PATTERNS",
     "OFF_FIELDS",
     "PEFT_PREFIX",
     "SAFE_INITS",
@@ -61,6 +67,7 @@ __all__ = [
     "LoraModule",
     "ModulePattern",
     "PatternError",
+    "PatternTable",
     "backbone_shapes",
     "check_adapter",
     "config_size_problem",

@@ -17,7 +17,9 @@ The field table follows peft 0.21's ``LoraConfig``. A field is one of:
   PEFT features are off by default; refused otherwise, naming the field.
 
 The JSON itself must be an object of at most MAX_CONFIG_BYTES, without NaN/Infinity
-constants or duplicate keys.
+constants (the refusal names the field that holds one) or duplicate keys. Patterns cost work
+per backbone module, so a config has at most MAX_VARIABLE_PATTERNS with '.*' or '|' and at
+most MAX_KEY_SHAPES shapes of other keys per pattern map.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from storage.errors import AdapterFormatError
 from storage.lora.fields import label, other_field_problems, say, show
 from storage.lora.lookup import PatternTable
 from storage.lora.pattern import ModulePattern, PatternError
@@ -99,8 +102,6 @@ T = TypeVar("T")
 
 def parse_config(raw: bytes | str) -> LoraConfig:
     """The validated config, or AdapterFormatError listing every problem."""
-    from storage.errors import AdapterFormatError
-
     config, problems = read_config(raw)
     if config is None or problems:
         raise AdapterFormatError(problems)
