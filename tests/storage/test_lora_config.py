@@ -255,7 +255,7 @@ field_names = st.sampled_from(sorted(CORE_FIELDS | set(OFF_FIELDS) | set(HARMLES
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(st.dictionaries(field_names, json_values, max_size=8), st.booleans())
 def test_any_json_object_gives_a_config_or_problems_that_name_the_file(
     fields: dict[str, Any], on_base: bool

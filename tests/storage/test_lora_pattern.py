@@ -33,7 +33,7 @@ def patterns(draw: st.DrawFn) -> str:
     return body
 
 
-@settings(max_examples=600)
+@settings(max_examples=300)
 @given(patterns(), names)
 @example(r".*\.(q|v)_proj", "m.q_proj")
 @example("a|b.a", "x.a")
@@ -105,7 +105,7 @@ def test_backtracking_patterns_stay_linear() -> None:
     assert len(automaton.cache) <= 3
 
 
-@settings(max_examples=400)
+@settings(max_examples=150)
 @given(st.lists(patterns(), max_size=8, unique=True), names)
 @example(["a.b", "b", "^a.b", ".*b"], "x.a_b")
 def test_indexed_lookup_is_peft_first_match(sources: list[str], name: str) -> None:
