@@ -42,11 +42,6 @@ class Out(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
 
-class ErrorBody(Out):
-    error: str
-    detail: Any
-
-
 class Health(Out):
     status: str
 
@@ -61,11 +56,6 @@ class TokenCreated(Out):
     name: str
     role: Role
     token: str
-
-
-class BlobPublic(Out):
-    digest: str
-    size: int
 
 
 class TensorIn(In):

@@ -1,4 +1,4 @@
-"""API tokens: create (shown once), authenticate a bearer token."""
+"""API tokens: create (shown once), list (never the secrets), authenticate a bearer token."""
 
 from __future__ import annotations
 
@@ -40,8 +40,9 @@ def create_token(
 
 
 def list_tokens(*, session: Session) -> list[TokenInfo]:
-    rows = session.scalars(select(SqlToken).where(SqlToken.revoked_at.is_(None)))
-    return [to_token(row) for row in rows]
+    """The tokens that are not revoked, oldest first (their hashes stay in the database)."""
+    query = select(SqlToken).where(SqlToken.revoked_at.is_(None)).order_by(SqlToken.id)
+    return [to_token(row) for row in session.scalars(query)]
 
 
 def authenticate(*, session: Session, token: str | None) -> Principal:
