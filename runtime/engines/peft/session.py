@@ -11,20 +11,39 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from runtime.engine import Config, EngineSession, GenerationResult
 from runtime.errors import InvalidTokensError, SessionClosedError, UnknownAdapterError
 from runtime.kvcache import CacheEntry, PrefixCacheStore, crop, new_entry
 
-if TYPE_CHECKING:
-    from runtime.engines.peft.engine import PeftEngine
-
 logger = logging.getLogger(__name__)
 
 PREFILL_CHUNK = 512  # tokens per forward in a foreground prefill, so sessions interleave
 PREFETCH_CHUNK = 32  # tokens per background forward: foreground work waits at most one
+
+
+class SessionHost(Protocol):
+    """The engine as its sessions use it (`PeftEngine`; a protocol keeps the import one-way)."""
+
+    model: Any
+    tokenizer: Any
+    vocab_size: int
+    epoch: int
+    _library: dict[str, str]  # capability -> weight key: what a new session pins
+    _sessions: Any  # the open sessions (a WeakSet); close() leaves it
+
+    def run(
+        self,
+        config: Config,
+        entry: CacheEntry,
+        token_ids: Sequence[int],
+        background_epoch: int | None = None,
+    ) -> Any: ...
+
+    def foreground(self) -> AbstractContextManager[None]: ...
 
 
 @dataclass(frozen=True)
@@ -45,7 +64,7 @@ class PrefetchRecord:
 class PeftSession(EngineSession):
     """One episode: its active configuration, history and per-configuration prefix caches."""
 
-    def __init__(self, engine: PeftEngine, cache_budget_bytes: int) -> None:
+    def __init__(self, engine: SessionHost, cache_budget_bytes: int) -> None:
         self._engine = engine
         self._library = dict(engine._library)
         self._history: list[int] = []
