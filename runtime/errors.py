@@ -14,6 +14,8 @@ RuntimeEngineError
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class RuntimeEngineError(Exception):
     """Base of every runtime error."""
@@ -50,7 +52,15 @@ class PolicyViolationError(RuntimeEngineError, ValueError):
 
 
 class AdapterLoadError(RuntimeEngineError, ValueError):
-    """An adapter that cannot be made resident: bad files, shapes, or a digest mismatch."""
+    """An adapter that cannot be made resident: bad files, shapes, or a digest mismatch.
+
+    `problems` lists each problem (the message joins them): for the PEFT engine, the format
+    problems of `storage.lora` prefixed by the adapter's name and directory.
+    """
+
+    def __init__(self, message: str, problems: Sequence[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = list(problems) if problems is not None else [message]
 
 
 class AuditMismatchError(RuntimeEngineError, ValueError):

@@ -1,11 +1,13 @@
 """Content-addressed blob stores and safetensors manifests (no torch, no numpy).
 
-See docs/CONTRACTS.md section 1 for the API that other packages use.
+See docs/CONTRACTS.md section 1 for the API that other packages use; `storage.lora` owns the
+PEFT LoRA adapter format (config, tensors, fit against a backbone).
 """
 
 from storage.base import BACKENDS, BaseBlobStore, BlobSource, BlobStore, open_store
 from storage.digest import CHUNK_SIZE, is_sha256, sha256_file
 from storage.errors import (
+    AdapterFormatError,
     BlobNotFoundError,
     DigestMismatchError,
     InvalidDigestError,
@@ -31,6 +33,7 @@ __all__ = [
     "BACKENDS",
     "CHUNK_SIZE",
     "DTYPE_SIZES",
+    "AdapterFormatError",
     "BaseBlobStore",
     "BlobNotFoundError",
     "BlobSource",

@@ -6,12 +6,15 @@ StorageError
 ├── BlobNotFoundError (+ FileNotFoundError) no blob with that digest in the store
 ├── DigestMismatchError (+ ValueError)      bytes whose sha256 is not the expected one
 ├── InvalidDigestError (+ ValueError)       a key that is not a lowercase sha256 hex string
-└── UnknownStoreError (+ ValueError)        a store URL whose scheme has no backend
+├── UnknownStoreError (+ ValueError)        a store URL whose scheme has no backend
+└── AdapterFormatError (+ ValueError)       a LoRA adapter outside the supported PEFT format,
+                                            or that does not fit its backbone (`.problems`)
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 
 class StorageError(Exception):
@@ -59,3 +62,13 @@ class InvalidDigestError(StorageError, ValueError):
 
 class UnknownStoreError(StorageError, ValueError):
     """No blob store backend for this URL scheme."""
+
+
+class AdapterFormatError(StorageError, ValueError):
+    """A LoRA adapter that cannot be used as given; `problems` lists every problem found, each
+    naming its config field or tensor (see `storage.lora`)."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems) or ["the adapter is not a PEFT LoRA adapter"]
+        count = len(self.problems)
+        super().__init__(f"{count} problem(s) with the LoRA adapter: " + "; ".join(self.problems))

@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.tiny import DEFAULT_TARGETS
 from storage.manifest import manifest_of_path
 from trainers.adapter_dir import adapter_dir, check_empty
 from trainers.errors import AdapterSpecError, NoSamplesError, RootChangedError
@@ -32,6 +31,9 @@ from trainers.roots import backbone_tensors, changed_roots, resident_roots, root
 logger = logging.getLogger(__name__)
 
 TRAINING_FILE = "training.json"
+# The attention projections of llama-family backbones (q/k/v/o), the usual LoRA targets;
+# `weact train --targets` picks others.
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 StepCallback = Callable[[int, int, float], None]
 """Called after each optimizer step with (step, total steps, loss)."""
 Hook = Callable[[Any], None]

@@ -1,7 +1,11 @@
 """Static-merge baselines: several LoRA adapters folded into one PEFT adapter.
 
-All methods work on each module's weight delta `dW_i = s_i * B_i @ A_i` (s = alpha / r),
-never on A and B separately (peft's `linear` combination sums the A's and the B's, which
+Adapters are read through `storage.lora`, the format owner the registry and the engines use,
+so a merge refuses exactly what they refuse and computes each module's scale as they do
+(`s = alpha / r`, `alpha / sqrt(r)` with rsLoRA, per module with rank/alpha patterns).
+
+All methods work on each module's weight delta `dW_i = s_i * B_i @ A_i`, never on A and B
+separately (peft's `linear` combination sums the A's and the B's, which
 adds cross terms and is not a sum of deltas):
 
 - `linear` (Full Additive): the exact sum `sum_i w_i dW_i`, written without loss by
@@ -16,7 +20,8 @@ adds cross terms and is not a sum of deltas):
 
 ties / dare_ties deltas are generally not low-rank; they are written back as a LoRA through a
 truncated SVD of rank `rank` (default: the sum of the input ranks, capped by the module's
-dimensions; exact when the merged delta's rank fits).
+dimensions; exact when the merged delta's rank fits). Every module of the output has one rank
+(zero-padded where its inputs had less) and scale 1, so its config needs no patterns.
 """
 
 from __future__ import annotations
@@ -28,86 +33,100 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from storage.errors import AdapterFormatError, StorageError
+from storage.lora import (
+    CONFIG_FILE,
+    MAX_CONFIG_BYTES,
+    WEIGHTS_FILE,
+    LoraConfig,
+    ModulePattern,
+    check_adapter,
+    lora_key,
+)
+from storage.manifest import manifest_of_file
 from trainers.adapter_dir import adapter_dir, check_empty
 from trainers.errors import MergeError, UnsupportedMergeError
 
 METHODS = ("linear", "ties", "dare_ties", "tspa")
 MERGE_FILE = "merge.json"
-_A, _B = ".lora_A.weight", ".lora_B.weight"
 
 
 @dataclass(frozen=True)
 class LoraAdapter:
-    """An adapter read from disk: config, scale and {module: (A, B)}."""
+    """An adapter read from disk: its config and {module: (A, B, scale)} (float32)."""
 
     path: Path
-    config: dict[str, Any]
-    scale: float
-    factors: dict[str, tuple[Any, Any]]
+    config: LoraConfig
+    factors: dict[str, tuple[Any, Any, float]]
 
-    @property
-    def rank(self) -> int:
-        return int(self.config["r"])
+    def rank(self, module: str) -> int:
+        return int(self.factors[module][0].shape[0])
 
     def delta(self, module: str) -> Any:
-        a, b = self.factors[module]
-        return self.scale * (b @ a)
+        a, b, scale = self.factors[module]
+        return scale * (b @ a)
 
 
 def read_adapter(path: str | os.PathLike[str]) -> LoraAdapter:
+    """Read a PEFT adapter directory through `storage.lora` (the registry's and the engine's
+    rules: per-module rank and scale from rank/alpha patterns and rsLoRA)."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     path = Path(path)
     try:
-        config = json.loads((path / "adapter_config.json").read_text())
-        tensors = load_file(path / "adapter_model.safetensors")
-    except (OSError, ValueError) as exc:
+        with open(path / CONFIG_FILE, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        layout = check_adapter(raw, manifest_of_file(path / WEIGHTS_FILE))
+        tensors = load_file(path / WEIGHTS_FILE)
+    except AdapterFormatError as exc:
+        raise MergeError(f"{path}: {exc}") from exc
+    except (OSError, StorageError, SafetensorError) as exc:
         raise MergeError(f"{path}: not a readable PEFT adapter directory ({exc})") from None
-    if config.get("rank_pattern") or config.get("alpha_pattern") or config.get("use_dora"):
-        raise MergeError(f"{path}: rank/alpha patterns and DoRA are not supported by the merges")
-    r, alpha = int(config["r"]), float(config["lora_alpha"])
-    scale = alpha / r**0.5 if config.get("use_rslora") else alpha / r
-    modules = sorted(k.removesuffix(_A) for k in tensors if k.endswith(_A))
-    factors = {}
-    for m in modules:
-        if m + _B not in tensors:
-            raise MergeError(f"{path}: {m} has lora_A but no lora_B")
-        factors[m] = (tensors[m + _A].float(), tensors[m + _B].float())
-    if not factors:
-        raise MergeError(f"{path}: no LoRA tensors")
-    return LoraAdapter(path, config, scale, factors)
+    factors = {
+        m.name: (tensors[m.a].float(), tensors[m.b].float(), m.scale) for m in layout.modules
+    }
+    return LoraAdapter(path, layout.config, factors)
 
 
 def _shapes(adapters: Sequence[LoraAdapter]) -> dict[str, tuple[int, int]]:
     """{module: (out, in)}, checked to agree across adapters."""
     shapes: dict[str, tuple[int, int]] = {}
     for ad in adapters:
-        for m, (a, b) in ad.factors.items():
+        for m, (a, b, _) in ad.factors.items():
             shape = (int(b.shape[0]), int(a.shape[1]))
             if shapes.setdefault(m, shape) != shape:
                 raise MergeError(f"{m}: shape {shape} in {ad.path} differs from {shapes[m]}")
     return shapes
 
 
+def _summed_rank(adapters: Sequence[LoraAdapter], modules: Sequence[str]) -> int:
+    """The largest sum of input ranks over the modules (concatenation's rank)."""
+    return max(sum(ad.rank(m) for ad in adapters if m in ad.factors) for m in modules)
+
+
 # -- the merges, on dense deltas ----------------------------------------------------------
 
 
 def additive_factors(
-    adapters: Sequence[LoraAdapter], module: str, weights: Sequence[float], shape: tuple[int, int]
+    adapters: Sequence[LoraAdapter], module: str, weights: Sequence[float], rank: int
 ) -> tuple[Any, Any]:
-    """(A, B) with B @ A == sum_i w_i s_i B_i A_i exactly (scale 1): concatenated ranks."""
+    """(A, B) of rank `rank` with B @ A == sum_i w_i s_i B_i A_i exactly (scale 1):
+    concatenated ranks, zero-padded to `rank`."""
     import torch
 
-    out_f, in_f = shape
     a_blocks, b_blocks = [], []
     for ad, w in zip(adapters, weights, strict=True):
         if module in ad.factors:
-            a, b = ad.factors[module]
-        else:
-            a, b = torch.zeros(ad.rank, in_f), torch.zeros(out_f, ad.rank)
-        a_blocks.append(a)
-        b_blocks.append(w * ad.scale * b)
-    return torch.cat(a_blocks, dim=0), torch.cat(b_blocks, dim=1)
+            a, b, scale = ad.factors[module]
+            a_blocks.append(a)
+            b_blocks.append(w * scale * b)
+    a, b = torch.cat(a_blocks, dim=0), torch.cat(b_blocks, dim=1)
+    pad = rank - a.shape[0]
+    return (
+        torch.cat([a, torch.zeros(pad, a.shape[1])]),
+        torch.cat([b, torch.zeros(b.shape[0], pad)], dim=1),
+    )
 
 
 def magnitude_trim(delta: Any, density: float) -> Any:
@@ -204,10 +223,10 @@ def merged_factors(
     if len(weights) != len(adapters):
         raise MergeError(f"{len(weights)} weights for {len(adapters)} adapters")
     shapes = _shapes(adapters)
+    summed = _summed_rank(adapters, list(shapes))
     if spec.method == "linear":
-        rank = sum(ad.rank for ad in adapters)
-        return {m: additive_factors(adapters, m, weights, s) for m, s in shapes.items()}, rank
-    rank = spec.rank or sum(ad.rank for ad in adapters)
+        return {m: additive_factors(adapters, m, weights, summed) for m in shapes}, summed
+    rank = spec.rank or summed
     generator = torch.Generator().manual_seed(spec.seed)
     out = {}
     for m, shape in shapes.items():
@@ -221,21 +240,23 @@ def merged_factors(
 
 
 def _config(adapters: Sequence[LoraAdapter], rank: int, modules: Sequence[str]) -> dict[str, Any]:
-    config = dict(adapters[0].config)
-    targets = sorted({t for ad in adapters for t in _targets(ad.config)})
-    bases = {ad.config.get("base_model_name_or_path") for ad in adapters}
+    """The merged adapter's config: one rank, scale 1, every input module targeted."""
+    config = dict(adapters[0].config.fields)
+    bases = {ad.config.fields.get("base_model_name_or_path") for ad in adapters}
     if len(bases) > 1:
         config["base_model_name_or_path"] = None
-    config |= {"r": rank, "lora_alpha": rank, "target_modules": targets, "use_rslora": False}
-    config |= {"rank_pattern": {}, "alpha_pattern": {}, "inference_mode": True}
+    config |= {"r": rank, "lora_alpha": rank, "target_modules": _targets(adapters, modules)}
+    config |= {"use_rslora": False, "rank_pattern": {}, "alpha_pattern": {}}
+    config["inference_mode"] = True
     return config
 
 
-def _targets(config: dict[str, Any]) -> list[str]:
-    targets = config.get("target_modules") or []
-    if isinstance(targets, str):
-        raise MergeError(f"target_modules given as a regex ({targets!r}) is not supported")
-    return list(targets)
+def _targets(adapters: Sequence[LoraAdapter], modules: Sequence[str]) -> list[str]:
+    """The union of the inputs' target names; the module paths when one used a pattern."""
+    configs = [ad.config for ad in adapters]
+    if any(isinstance(c.target_modules, ModulePattern) for c in configs):
+        return sorted(modules)
+    return sorted({name for c in configs for name in c.target_list})
 
 
 def merge_adapters(
@@ -249,11 +270,11 @@ def merge_adapters(
     factors, rank = merged_factors(adapters, spec)
     tensors = {}
     for m, (a, b) in factors.items():
-        tensors[m + _A], tensors[m + _B] = a.contiguous(), b.contiguous()
+        tensors[lora_key(m, "A")], tensors[lora_key(m, "B")] = a.contiguous(), b.contiguous()
     with adapter_dir(out) as tmp:
-        save_file(tensors, tmp / "adapter_model.safetensors", metadata={"format": "pt"})
+        save_file(tensors, tmp / WEIGHTS_FILE, metadata={"format": "pt"})
         config = _config(adapters, rank, list(factors))
-        (tmp / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+        (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True))
         record = {
             "method": spec.method,
             "inputs": [os.fspath(p) for p in paths],

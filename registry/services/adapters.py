@@ -21,7 +21,7 @@ from registry.errors import (
 from registry.services.backbones import backbone_manifest, find_backbone_row
 from registry.services.blobs import require_blob
 from registry.services.capabilities import find_capability_row
-from registry.services.fit import MAX_CONFIG_BYTES, LoraConfig, check_fit, parse_config
+from registry.services.fit import check_fit, read_config
 from registry.services.retry import with_retries
 from storage import BlobStore, InvalidSafetensorsError, Manifest, manifest_of_stream
 from storage import DigestMismatchError as StorageDigestMismatch
@@ -52,12 +52,6 @@ def _check_files(store: BlobStore, files: dict[str, str]) -> None:
         if "/" in name or "\\" in name or name.startswith(".") or not name:
             raise InvalidError(f"invalid file name {name!r}: plain file names only")
         require_blob(store=store, digest=digest, what=name)
-
-
-def _read_config(store: BlobStore, digest: str) -> LoraConfig:
-    if store.size(digest) > MAX_CONFIG_BYTES:
-        raise IncompatibleAdapterError(f"{CONFIG_FILE} is larger than {MAX_CONFIG_BYTES} bytes")
-    return parse_config(store.get(digest))
 
 
 def _read_manifest(store: BlobStore, digest: str) -> Manifest:
@@ -102,11 +96,10 @@ def register_adapter(
     capability = find_capability_row(session, draft.capability)
     backbone = find_backbone_row(session, draft.backbone)
     _check_files(store, draft.files)
-    config = _read_config(store, draft.files[CONFIG_FILE])
+    raw_config = read_config(store, draft.files[CONFIG_FILE])
     manifest = _read_manifest(store, draft.files[WEIGHTS_FILE])
-    check_fit(
-        config, manifest, backbone_manifest(store=store, manifest_digest=backbone.manifest_digest)
-    )
+    backbone_weights = backbone_manifest(store=store, manifest_digest=backbone.manifest_digest)
+    config = check_fit(raw_config, manifest, backbone_weights).config
     _check_parent(session, draft.parent_id, capability, backbone)
 
     def insert() -> SqlAdapterVersion:
@@ -119,7 +112,7 @@ def register_adapter(
             state=AdapterState.CANDIDATE.value,
             rank=config.r,
             alpha=config.alpha,
-            target_modules=config.target_modules,
+            target_modules=config.target_list,
             files=dict(sorted(draft.files.items())),
             manifest_root=manifest.root,
             provenance=draft.provenance or {},

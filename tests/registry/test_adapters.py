@@ -132,7 +132,7 @@ def test_rank_config_and_tensor_names_are_checked(world: World) -> None:
         "publisher",
         json=api.adapter_body("write", world.backbone, files=bad_config),
     )
-    assert "r must be a positive integer" in detail["message"]
+    assert any("r must be a positive integer" in p for p in detail["problems"])
 
 
 def test_adapter_for_another_backbone_is_refused(world: World) -> None:

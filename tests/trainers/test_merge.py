@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
+from storage.errors import AdapterFormatError
+from storage.lora import parse_config
 from trainers import merge
 from trainers.errors import MergeError, UnsupportedMergeError
 
 
 def _adapter(factors: dict[str, tuple[list, list]], scale: float, rank: int) -> merge.LoraAdapter:
-    tensors = {m: (torch.tensor(a), torch.tensor(b)) for m, (a, b) in factors.items()}
-    return merge.LoraAdapter(Path("x"), {"r": rank, "lora_alpha": scale * rank}, scale, tensors)
+    tensors = {m: (torch.tensor(a), torch.tensor(b), scale) for m, (a, b) in factors.items()}
+    fields = {"peft_type": "LORA", "r": rank, "lora_alpha": scale * rank, "target_modules": ["m"]}
+    return merge.LoraAdapter(Path("x"), parse_config(json.dumps(fields)), tensors)
 
 
 def test_full_additive_is_the_exact_sum_of_deltas() -> None:
@@ -132,3 +136,47 @@ def test_bad_merges_are_typed_errors(adapters, tmp_path) -> None:
     with pytest.raises(MergeError, match="not a readable PEFT adapter"):
         merge.merge_adapters([tmp_path], tmp_path / "y", merge.MergeSpec("linear"))
     assert not (tmp_path / "x").exists()
+
+
+def _patterned(source: Path, out: Path) -> Path:
+    """A copy of `source` (rank 2) with v_proj at rank 1 (rank_pattern), q_proj's own alpha
+    and rsLoRA."""
+    from safetensors.torch import load_file, save_file
+
+    out.mkdir()
+    weights = load_file(source / "adapter_model.safetensors")
+    for key, w in list(weights.items()):
+        if ".v_proj." in key:
+            weights[key] = (w[:1] if ".lora_A." in key else w[:, :1]).contiguous()
+    save_file(weights, out / "adapter_model.safetensors", metadata={"format": "pt"})
+    config = json.loads((source / "adapter_config.json").read_text())
+    config |= {"rank_pattern": {"v_proj": 1}, "alpha_pattern": {"q_proj": 3}, "use_rslora": True}
+    (out / "adapter_config.json").write_text(json.dumps(config))
+    return out
+
+
+def test_merges_use_each_modules_own_rank_and_scale(tiny_backbone, adapters, tmp_path) -> None:
+    patterned = _patterned(adapters[0], tmp_path / "patterned")
+    out = merge.merge_adapters(
+        [patterned, adapters[1]], tmp_path / "out", merge.MergeSpec("linear")
+    )
+    inputs = [_effective_deltas(tiny_backbone, p) for p in (patterned, adapters[1])]
+    got = _effective_deltas(tiny_backbone, out)
+    for name in got:
+        torch.testing.assert_close(
+            got[name], inputs[0][name] + inputs[1][name], atol=2e-5, rtol=1e-4
+        )
+    config = json.loads((out / "adapter_config.json").read_text())
+    # one rank for every module: 2 + 2, v_proj's 1 + 2 zero-padded; scale 1
+    assert (config["r"], config["lora_alpha"], config["rank_pattern"]) == (4, 4, {})
+
+
+def test_merges_refuse_what_the_registry_refuses(adapters, tmp_path) -> None:
+    bad = tmp_path / "dora"
+    shutil.copytree(adapters[0], bad)
+    config = json.loads((bad / "adapter_config.json").read_text())
+    (bad / "adapter_config.json").write_text(json.dumps(config | {"use_dora": True}))
+    with pytest.raises(MergeError, match="use_dora=True is not supported") as info:
+        merge.merge_adapters([bad, adapters[1]], tmp_path / "out", merge.MergeSpec("linear"))
+    assert isinstance(info.value.__cause__, AdapterFormatError)
+    assert not (tmp_path / "out").exists()

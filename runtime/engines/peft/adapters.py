@@ -1,0 +1,113 @@
+"""PEFT adapter directories read for the engine: checked by `storage.lora`, loaded by torch.
+
+A directory holds ``adapter_config.json`` and ``adapter_model.safetensors`` (keys
+``base_model.model.<module>.lora_A.weight``). The format module checks the config, the tensor
+names, dtypes and shapes against the backbone's ``nn.Linear`` modules and gives each module's
+rank and scale (rank/alpha patterns, rsLoRA), with the registry's messages; torch only loads
+the tensor data. Problems are appended to the caller's list, never raised, so that a batch of
+adapters is validated as a whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime.engine import AdapterSpec
+from storage.errors import AdapterFormatError, StorageError
+from storage.lora import CONFIG_FILE, MAX_CONFIG_BYTES, WEIGHTS_FILE, AdapterLayout, check_adapter
+from storage.manifest import manifest_of_file
+
+__all__ = ["CONFIG_FILE", "WEIGHTS_FILE", "LoadedAdapter", "linear_shapes", "read_adapter"]
+
+
+@dataclass(frozen=True)
+class LoadedAdapter:
+    """An adapter read and validated against the backbone, not yet applied."""
+
+    spec: AdapterSpec
+    rank: int
+    alpha: float
+    file_root: str
+    tensors: dict[str, Any]  # PEFT name -> original tensor, as stored in the file
+    modules: dict[str, tuple[Any, Any, float]]  # module path -> (A, B, scale) for forward
+
+
+def weight_key(spec: AdapterSpec) -> str:
+    """What the LoRA layers know an adapter by: its version name, else its name."""
+    return spec.version or spec.name
+
+
+def linear_shapes(modules: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """The backbone as the format check sees it: ``<module>.weight`` -> (out, in) per
+    ``nn.Linear`` (the only modules the LoRA hook can adapt)."""
+    import torch
+
+    return {
+        f"{name}.weight": (module.out_features, module.in_features)
+        for name, module in modules.items()
+        if isinstance(module, torch.nn.Linear)
+    }
+
+
+def read_adapter(
+    spec: AdapterSpec, model: Any, shapes: Mapping[str, tuple[int, int]], problems: list[str]
+) -> LoadedAdapter | None:
+    """Read and validate one PEFT adapter directory; problems are appended, not raised."""
+    path = Path(spec.path)
+    local: list[str] = []
+    layout, root = _check(path, shapes, local)
+    if root and spec.manifest_root is not None and root != spec.manifest_root:
+        local.append(f"manifest root {root} != expected {spec.manifest_root}")
+    tensors = _load(path, local) if layout is not None and not local else {}
+    problems.extend(f"adapter {spec.name!r} ({path}): {p}" for p in local)
+    if local or layout is None:
+        return None
+    dtype, device = model.dtype, model.device
+    modules = {
+        m.name: (
+            tensors[m.a].to(device=device, dtype=dtype),
+            tensors[m.b].to(device=device, dtype=dtype),
+            m.scale,
+        )
+        for m in layout.modules
+    }
+    config = layout.config
+    return LoadedAdapter(spec, config.r, config.alpha, root, tensors, modules)
+
+
+def _check(
+    path: Path, shapes: Mapping[str, tuple[int, int]], problems: list[str]
+) -> tuple[AdapterLayout | None, str]:
+    """(layout, weights manifest root) from the files; every problem appended."""
+    config = manifest = None
+    try:
+        with open(path / CONFIG_FILE, "rb") as fh:
+            config = fh.read(MAX_CONFIG_BYTES + 1)  # the format check refuses a larger one
+    except OSError as exc:
+        problems.append(f"{CONFIG_FILE}: {exc}")
+    try:
+        manifest = manifest_of_file(path / WEIGHTS_FILE)
+    except (OSError, StorageError) as exc:
+        problems.append(f"{WEIGHTS_FILE}: {exc}")
+    root = manifest.root if manifest is not None else ""
+    if config is None or manifest is None:
+        return None, root
+    try:
+        return check_adapter(config, manifest, shapes), root
+    except AdapterFormatError as exc:
+        problems.extend(exc.problems)
+        return None, root
+
+
+def _load(path: Path, problems: list[str]) -> dict[str, Any]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return dict(load_file(path / WEIGHTS_FILE))
+    except (OSError, SafetensorError) as exc:  # changed on disk since the manifest was read
+        problems.append(f"{WEIGHTS_FILE}: {exc}")
+        return {}
