@@ -17,6 +17,7 @@ from storage import DigestMismatchError
 from storage.digest import OverlappedSha256
 from storage.pipeline import Chunk, Stage
 from storage.verify import VerifyingReader
+from storage.writeback import FileWriter, start_writeback
 
 MIB = 1024 * 1024
 
@@ -125,6 +126,18 @@ def test_overlapped_sha256_equals_hashlib() -> None:
         for piece in pieces:
             hasher.update(piece)
         assert hasher.hexdigest() == hashlib.sha256(b"".join(pieces)).hexdigest()
+
+
+def test_file_writer_writes_everything_and_starts_writeback(tmp_path: Path) -> None:
+    path = tmp_path / "out"
+    data = bytes(range(256)) * 4096  # 1 MiB
+    with open(path, "wb", buffering=0) as fh:
+        writer = FileWriter(fh, writeback_bytes=100_000)
+        for i in range(0, len(data), 70_000):
+            writer(data[i : i + 70_000])
+        assert writer.written == len(data)
+        assert start_writeback(fh.fileno(), 0, len(data)) in (True, False)
+    assert path.read_bytes() == data
 
 
 def _reader(data: bytes, digest: str | None = None, chunk: int = 1000) -> VerifyingReader:
