@@ -206,9 +206,9 @@ def _check_no_duplicates(headers: Sequence[Header]) -> None:
             owner[tensor.name] = header.path
 
 
-def manifest_of_path(path: str | os.PathLike[str]) -> Manifest:
+def manifest_of_path(path: str | os.PathLike[str], *, workers: int | None = None) -> Manifest:
     """Manifest of a safetensors file, or of every `*.safetensors` file in a directory."""
-    return manifest_of_files(safetensors_files(path))
+    return manifest_of_files(safetensors_files(path), workers=workers)
 
 
 def safetensors_files(path: str | os.PathLike[str]) -> list[Path]:

@@ -23,6 +23,7 @@ from storage import (
     Manifest,
     manifest_of_file,
     manifest_of_files,
+    manifest_of_path,
     manifest_of_stream,
     read_header,
 )
@@ -192,3 +193,16 @@ def test_only_empty_tensors(tmp_path: Path) -> None:
     )
     empty = hashlib.sha256(b"").hexdigest()
     assert [e.digest for e in manifest_of_file(path, workers=2)] == [empty, empty]
+
+
+def test_a_sharded_directory_on_any_number_of_threads(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    tensors = {f"w{i}": rng.standard_normal((64, 300 + i)).astype(np.float32) for i in range(9)}
+    names = sorted(tensors)
+    for shard in range(3):
+        part = {n: tensors[n] for n in names[shard::3]}
+        write_st(tmp_path / f"model-{shard:05d}-of-00003.safetensors", part)
+    one = manifest_of_path(tmp_path, workers=1)
+    assert manifest_of_path(tmp_path, workers=2) == one
+    assert manifest_of_path(tmp_path, workers=5) == one
+    assert one == sequential_manifest(sorted(tmp_path.glob("*.safetensors")))
