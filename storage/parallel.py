@@ -28,13 +28,18 @@ from dataclasses import dataclass, field
 from storage.errors import InvalidSafetensorsError
 from storage.header import Header
 
+MAX_DEFAULT_WORKERS = 8
+"""The default thread count stops here: 8 sha256 streams already need ~16 GB/s of memory
+bandwidth, and each thread holds a `chunk_size` buffer. Pass `workers=` for more."""
+
 
 def default_workers() -> int:
-    """The cores this process may run on."""
+    """The cores this process may run on, at most MAX_DEFAULT_WORKERS."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    return min(cores, MAX_DEFAULT_WORKERS)
 
 
 @dataclass

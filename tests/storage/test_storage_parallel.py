@@ -27,7 +27,7 @@ from storage import (
     manifest_of_stream,
     read_header,
 )
-from storage.parallel import _items, _Schedule, hash_files
+from storage.parallel import MAX_DEFAULT_WORKERS, _items, _Schedule, default_workers, hash_files
 
 MIB = 1024 * 1024
 DTYPES = ["U8", "F16", "F32", "F64"]
@@ -206,3 +206,8 @@ def test_a_sharded_directory_on_any_number_of_threads(tmp_path: Path) -> None:
     assert manifest_of_path(tmp_path, workers=2) == one
     assert manifest_of_path(tmp_path, workers=5) == one
     assert one == sequential_manifest(sorted(tmp_path.glob("*.safetensors")))
+
+
+def test_default_workers_are_the_usable_cores_capped() -> None:
+    assert 1 <= default_workers() <= MAX_DEFAULT_WORKERS
+    assert default_workers() <= (os.cpu_count() or 1)
