@@ -9,14 +9,13 @@ a blob whose bytes no longer hash to its key raises DigestMismatchError at EOF.
 from __future__ import annotations
 
 import importlib
-import io
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, BinaryIO, Protocol, cast, runtime_checkable
 from urllib.parse import urlparse
 
-from storage.digest import CHUNK_SIZE, check_sha256, iter_chunks
+from storage.digest import check_sha256, iter_chunks
 from storage.errors import DigestMismatchError, UnknownStoreError
 from storage.verify import VerifyingReader
 
@@ -76,7 +75,7 @@ class BaseBlobStore(ABC):
         """Stream a blob; reading it to EOF verifies its digest."""
         raw = self._open_raw(check_sha256(digest))
         try:
-            with io.BufferedReader(VerifyingReader(raw, digest), CHUNK_SIZE) as reader:
+            with VerifyingReader(raw, digest) as reader:
                 yield cast(BinaryIO, reader)
         finally:
             raw.close()

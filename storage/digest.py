@@ -6,10 +6,10 @@ import hashlib
 import os
 import re
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO
 
 from storage.errors import InvalidDigestError
+from storage.pipeline import Stage
 
 CHUNK_SIZE = 8 * 1024 * 1024
 """Read size for hashing and copying: large enough that hashlib releases the GIL and
@@ -42,56 +42,47 @@ def sha256_file(path: str | os.PathLike[str], chunk_size: int = CHUNK_SIZE) -> s
 
 
 def iter_chunks(src: BinaryIO | Iterable[bytes], chunk_size: int = CHUNK_SIZE) -> Iterator[bytes]:
-    """Yield the non-empty byte chunks of a binary file object or an iterable of bytes."""
+    """Yield the non-empty chunks of a binary file object or an iterable of bytes, as
+    immutable `bytes` (pipeline stages hold on to them while the source moves on)."""
     read = getattr(src, "read", None)
-    if read is None:
-        for chunk in src:
-            if chunk:
-                yield bytes(chunk) if not isinstance(chunk, bytes) else chunk
-        return
-    while chunk := read(chunk_size):
-        yield chunk
+    pieces = iter(lambda: read(chunk_size), b"") if read is not None else iter(src)
+    for chunk in pieces:
+        if chunk:
+            yield chunk if type(chunk) is bytes else bytes(chunk)
 
 
 class OverlappedSha256:
-    """sha256 that hashes each large update on a helper thread, overlapped with the caller's
-    next I/O (hashlib and file/socket I/O both release the GIL). At most one update is in
-    flight; the caller must not modify the bytes it passed until the next call. Close it
-    (or use it as a context manager) to stop the thread.
+    """sha256 that hashes large updates on a helper thread (a pipeline `Stage`), overlapped
+    with the caller's next read or write; up to `depth` updates wait in line. Updates keep
+    their order; the caller must not modify a buffer it passed until `hexdigest` returns
+    (pass `bytes`). Close it (or use it as a context manager) to stop the thread.
     """
 
     INLINE_BELOW = 256 * 1024
 
-    def __init__(self) -> None:
+    def __init__(self, depth: int = 2) -> None:
         self._hasher = hashlib.sha256()
-        self._pool: ThreadPoolExecutor | None = None
-        self._pending: Future[None] | None = None
+        self._stage = Stage(
+            self._hasher.update, depth=depth, inline_below=self.INLINE_BELOW, name="sha256"
+        )
 
-    def update(self, data: bytes | memoryview) -> None:
-        self._wait()
-        if len(data) < self.INLINE_BELOW:
-            self._hasher.update(data)
-            return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="sha256")
-        self._pending = self._pool.submit(self._hasher.update, data)
+    @property
+    def depth(self) -> int:
+        """Updates that may wait in line for the helper thread."""
+        return self._stage.depth
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        self._stage.submit(data)
 
     def hexdigest(self) -> str:
-        self._wait()
+        self._stage.finish()
         return self._hasher.hexdigest()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        self._stage.close()
 
     def __enter__(self) -> OverlappedSha256:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _wait(self) -> None:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            pending.result()

@@ -4,6 +4,8 @@ A put streams into a unique temp file under `<root>/.tmp` (same filesystem), fsy
 and renames it into place; the rename is atomic, so concurrent puts of one blob are safe
 (the last rename wins with identical bytes) and readers never see a partial blob. Temp
 files that a killed process left behind are swept when a store is opened (after a day).
+Reading the source, hashing and writing overlap (storage.pipeline); nothing is renamed
+before every chunk was written, the file fsynced and the digest checked.
 """
 
 from __future__ import annotations
@@ -20,9 +22,13 @@ from urllib.parse import unquote, urlparse
 from storage.base import BaseBlobStore, check_expected
 from storage.digest import OverlappedSha256, check_sha256
 from storage.errors import BlobNotFoundError
+from storage.pipeline import Stage
+from storage.writeback import FileWriter
 
 TMP_DIR = ".tmp"
 STALE_TMP_SECONDS = 24 * 3600
+WRITE_DEPTH = 2
+INLINE_BELOW = OverlappedSha256.INLINE_BELOW
 
 
 class LocalBlobStore(BaseBlobStore):
@@ -96,11 +102,17 @@ class LocalBlobStore(BaseBlobStore):
 
 
 def _write_and_hash(fd: int, chunks: Iterator[bytes]) -> str:
-    """Write and fsync the chunks, hashing each one while it is written."""
-    with os.fdopen(fd, "wb", buffering=0) as fh, OverlappedSha256() as hasher:
+    """Write, hash and fsync the chunks: this thread reads the source while one helper
+    thread hashes and another writes, each with at most WRITE_DEPTH chunks queued."""
+    with (
+        os.fdopen(fd, "wb", buffering=0) as fh,
+        OverlappedSha256() as hasher,
+        Stage(FileWriter(fh), depth=WRITE_DEPTH, inline_below=INLINE_BELOW, name="put") as writer,
+    ):
         for chunk in chunks:
             hasher.update(chunk)
-            fh.write(chunk)
+            writer.submit(chunk)
+        writer.finish()
         os.fsync(fh.fileno())
         return hasher.hexdigest()
 

@@ -16,6 +16,7 @@ import hashlib
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -32,6 +33,7 @@ from storage.header import (
     read_header,
     read_header_from,
 )
+from storage.parallel import hash_files
 
 __all__ = [
     "DTYPE_SIZES",
@@ -153,34 +155,60 @@ def manifest_of_stream(
     digests = hash_tensors(fh, header, chunk_size)
     if fh.read(1):
         raise InvalidSafetensorsError(label, f"stream is longer than its stated size {size}")
-    return _manifest_of_header(header, digests)
+    return Manifest(tuple(_entries(header, digests)))
 
 
-def manifest_of_file(path: str | os.PathLike[str], chunk_size: int = CHUNK_SIZE) -> Manifest:
-    """Manifest of one safetensors file, streamed in `chunk_size` reads."""
-    with open(path, "rb", buffering=0) as fh:
-        size = os.fstat(fh.fileno()).st_size
-        return manifest_of_stream(fh, size, os.fspath(path), chunk_size)
+def manifest_of_file(
+    path: str | os.PathLike[str], chunk_size: int = CHUNK_SIZE, *, workers: int | None = None
+) -> Manifest:
+    """Manifest of one safetensors file, its tensors hashed by `workers` threads at once
+    (default: the usable cores), each reading at most `chunk_size` bytes at a time."""
+    return manifest_of_files([path], chunk_size=chunk_size, workers=workers)
 
 
-def manifest_of_files(paths: Iterable[str | os.PathLike[str]]) -> Manifest:
-    """One manifest over several shards; a tensor name found in two shards is an error."""
-    entries: dict[str, TensorEntry] = {}
+def manifest_of_files(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    chunk_size: int = CHUNK_SIZE,
+    workers: int | None = None,
+) -> Manifest:
+    """One manifest over several shards; a tensor name found in two shards is an error.
+
+    Every header is read and checked before any tensor is hashed; then the tensors of all
+    shards are hashed by `workers` threads at once (see storage.parallel), holding at most
+    `workers * chunk_size` bytes of tensor data in memory.
+    """
+    with ExitStack() as stack:
+        shards = [_open_shard(stack, os.fspath(path)) for path in paths]
+        _check_no_duplicates([header for _, header in shards])
+        digests = hash_files(shards, chunk_size=chunk_size, workers=workers)
+    entries = [
+        entry
+        for (_, header), file_digests in zip(shards, digests, strict=True)
+        for entry in _entries(header, file_digests)
+    ]
+    return Manifest(tuple(entries))
+
+
+def _open_shard(stack: ExitStack, path: str) -> tuple[int, Header]:
+    fh = stack.enter_context(open(path, "rb", buffering=0))
+    return fh.fileno(), read_header_from(fh, os.fstat(fh.fileno()).st_size, path)
+
+
+def _check_no_duplicates(headers: Sequence[Header]) -> None:
     owner: dict[str, str] = {}
-    for path in paths:
-        for entry in manifest_of_file(path):
-            if entry.name in entries:
+    for header in headers:
+        for tensor in header.tensors:
+            if tensor.name in owner:
                 raise ManifestError(
-                    f"tensor {entry.name!r} is in both {owner[entry.name]} and {os.fspath(path)}"
+                    f"tensor {tensor.name!r} is in both {owner[tensor.name]} and {header.path}"
                 )
-            entries[entry.name] = entry
-            owner[entry.name] = os.fspath(path)
-    return Manifest(tuple(entries.values()))
+            owner[tensor.name] = header.path
 
 
-def manifest_of_path(path: str | os.PathLike[str]) -> Manifest:
+def manifest_of_path(path: str | os.PathLike[str], *, workers: int | None = None) -> Manifest:
     """Manifest of a safetensors file, or of every `*.safetensors` file in a directory."""
-    return manifest_of_files(safetensors_files(path))
+    return manifest_of_files(safetensors_files(path), workers=workers)
 
 
 def safetensors_files(path: str | os.PathLike[str]) -> list[Path]:
@@ -214,9 +242,6 @@ def manifest_of_tensors(
     return Manifest(tuple(entries))
 
 
-def _manifest_of_header(header: Header, digests: list[str]) -> Manifest:
-    entries = (
-        TensorEntry(t.name, t.dtype, t.shape, d)
-        for t, d in zip(header.tensors, digests, strict=True)
-    )
-    return Manifest(tuple(entries))
+def _entries(header: Header, digests: list[str]) -> Iterator[TensorEntry]:
+    for t, d in zip(header.tensors, digests, strict=True):
+        yield TensorEntry(t.name, t.dtype, t.shape, d)

@@ -7,12 +7,14 @@ A put cannot know its key before the whole stream is hashed, so:
   (aborted on any failure: no orphan parts), is checked once complete, then copied
   server-side to its final key and the temporary object deleted (also on failure). A
   bucket lifecycle rule on `<prefix>/tmp/` can sweep what a killed process leaves.
+  Parts upload on a helper thread (storage.pipeline) while the caller's thread reads and
+  cuts the next one and another hashes it; a failure anywhere joins the helpers first,
+  then aborts the upload, so no part lands after the abort.
 Integrity is ours: the digest is always computed here, never trusted from the server.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -20,11 +22,15 @@ from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
 from storage.base import BaseBlobStore, check_expected
-from storage.digest import check_sha256
+from storage.digest import OverlappedSha256, check_sha256
 from storage.errors import BlobNotFoundError, UnknownStoreError
+from storage.pipeline import Chunk, Stage
 
 ENDPOINT_ENV = "WEACT_S3_ENDPOINT_URL"
 MIB = 1024 * 1024
+PART_DEPTH = 1
+"""Parts queued for upload while one is in flight: memory stays at about
+(PART_DEPTH + 2) * part_size, plus the chunk being read."""
 _MISSING = {"404", "NoSuchKey", "NotFound"}
 
 
@@ -97,26 +103,30 @@ class S3BlobStore(BaseBlobStore):
         return body
 
     def _put_new(self, chunks: Iterator[bytes], expected: str | None) -> str:
-        hasher = hashlib.sha256()
-        head = bytearray()
-        for chunk in chunks:
-            hasher.update(chunk)
-            head += chunk
-            if len(head) >= self.multipart_threshold:
-                return self._put_multipart(head, chunks, hasher, expected)
-        digest = hasher.hexdigest()
+        with OverlappedSha256() as hasher:
+            head = bytearray()
+            for chunk in chunks:
+                hasher.update(chunk)
+                head += chunk
+                if len(head) >= self.multipart_threshold:
+                    return self._put_multipart(head, chunks, hasher, expected)
+            digest = hasher.hexdigest()
         check_expected(digest, expected)
         if not self.exists(digest):
             self._client.put_object(Bucket=self.bucket, Key=self.key_of(digest), Body=bytes(head))
         return digest
 
     def _put_multipart(
-        self, head: bytearray, chunks: Iterator[bytes], hasher: Any, expected: str | None
+        self,
+        head: bytearray,
+        chunks: Iterator[bytes],
+        hasher: OverlappedSha256,
+        expected: str | None,
     ) -> str:
         tmp_key = self._join(f"tmp/{uuid.uuid4().hex}")
         try:
-            self._upload_parts(tmp_key, head, chunks, hasher)
-            digest: str = hasher.hexdigest()
+            self._upload_parts(tmp_key, _parts(head, chunks, hasher, self.part_size))
+            digest = hasher.hexdigest()
             check_expected(digest, expected)
             if not self.exists(digest):
                 source = {"Bucket": self.bucket, "Key": tmp_key}
@@ -125,27 +135,27 @@ class S3BlobStore(BaseBlobStore):
             self._client.delete_object(Bucket=self.bucket, Key=tmp_key)
         return digest
 
-    def _upload_parts(
-        self, key: str, buffer: bytearray, chunks: Iterator[bytes], hasher: Any
-    ) -> None:
-        upload = self._client.create_multipart_upload(Bucket=self.bucket, Key=key)
-        upload_id = upload["UploadId"]
-        parts: list[dict[str, Any]] = []
+    def _upload_parts(self, key: str, parts: Iterator[bytes]) -> None:
+        """Upload `parts` on a helper thread (at most PART_DEPTH queued) while this one
+        reads and hashes the next; abort the upload on any failure, once nothing is in
+        flight any more."""
+        upload_id = self._client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
+        done: list[dict[str, Any]] = []
+
+        def upload(part: Chunk) -> None:
+            number = len(done) + 1
+            response = self._client.upload_part(
+                Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=part
+            )
+            done.append({"PartNumber": number, "ETag": response["ETag"]})
+
         try:
-            for part in _parts(buffer, chunks, hasher, self.part_size):
-                response = self._client.upload_part(
-                    Bucket=self.bucket,
-                    Key=key,
-                    UploadId=upload_id,
-                    PartNumber=len(parts) + 1,
-                    Body=part,
-                )
-                parts.append({"PartNumber": len(parts) + 1, "ETag": response["ETag"]})
+            with Stage(upload, depth=PART_DEPTH, name="s3-parts") as uploader:
+                for part in parts:
+                    uploader.submit(part)
+                uploader.finish()
             self._client.complete_multipart_upload(
-                Bucket=self.bucket,
-                Key=key,
-                UploadId=upload_id,
-                MultipartUpload={"Parts": parts},
+                Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": done}
             )
         except BaseException:
             self._client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
@@ -167,7 +177,7 @@ class S3BlobStore(BaseBlobStore):
 
 
 def _parts(
-    buffer: bytearray, chunks: Iterator[bytes], hasher: Any, part_size: int
+    buffer: bytearray, chunks: Iterator[bytes], hasher: OverlappedSha256, part_size: int
 ) -> Iterator[bytes]:
     """Cut `buffer` then the rest of `chunks` (hashed on the way) into part_size parts."""
     while True:

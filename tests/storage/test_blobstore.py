@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import errno
+import gc
 import hashlib
 import io
 import os
+import resource
+import signal
 import threading
 import time
+import tracemalloc
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,11 +32,14 @@ from storage import (
     manifest_of_stream,
     open_store,
 )
+from storage.local import WRITE_DEPTH
 from storage.s3 import S3BlobStore
 
 THRESHOLD = 1024  # S3: blobs from this size go through multipart upload
 PART_SIZE = 700
 SIZES = [0, 1, THRESHOLD - 1, THRESHOLD, 5 * THRESHOLD + 3]
+BIG_CHUNK = 512 * 1024  # from 256 KiB on, hashing and writing run on helper threads
+BIG = 6 * BIG_CHUNK + 5
 
 
 @dataclass
@@ -55,8 +63,8 @@ def _local_case(tmp_path: Path) -> StoreCase:
     return StoreCase(store, leftovers, corrupt)
 
 
-def _s3_case(url: str, client: Any) -> StoreCase:
-    store = open_store(url, multipart_threshold=THRESHOLD, part_size=PART_SIZE)
+def _s3_case(url: str, client: Any, threshold: int = THRESHOLD, part: int = PART_SIZE) -> StoreCase:
+    store = open_store(url, multipart_threshold=threshold, part_size=part)
     assert isinstance(store, S3BlobStore)
 
     def leftovers() -> list[str]:
@@ -76,6 +84,15 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> StoreCase:
         return _local_case(tmp_path)
     url = request.getfixturevalue("s3_store_url")
     return _s3_case(url, request.getfixturevalue("s3_client"))
+
+
+@pytest.fixture(params=["local", "s3"])
+def big_case(request: pytest.FixtureRequest, tmp_path: Path) -> StoreCase:
+    """Stores for blobs of a few MiB (S3: multipart from 1 MiB, in 512 KiB parts)."""
+    if request.param == "local":
+        return _local_case(tmp_path)
+    url = request.getfixturevalue("s3_store_url")
+    return _s3_case(url, request.getfixturevalue("s3_client"), 2 * BIG_CHUNK, BIG_CHUNK)
 
 
 def _payload(size: int, seed: int = 0) -> bytes:
@@ -264,3 +281,106 @@ def test_local_store_sweeps_stale_temp_files(tmp_path: Path) -> None:
     LocalBlobStore(tmp_path)
     assert not stale.exists()
     assert fresh.exists()
+
+
+# The pipelined path: chunks large enough that hashing, writing and uploading run on helper
+# threads. Every guarantee above must hold there too.
+
+
+def _broken_chunks(data: bytes, after: int) -> Iterator[bytes]:
+    yield from _chunks(data[:after], BIG_CHUNK)
+    raise ConnectionResetError("client went away")
+
+
+@pytest.mark.parametrize("kind", ["file", "chunks"])
+def test_pipelined_round_trip(big_case: StoreCase, kind: str) -> None:
+    data = _payload(BIG, seed=1)
+    src = io.BytesIO(data) if kind == "file" else _chunks(data, BIG_CHUNK)
+    digest = big_case.store.put(src)
+    assert digest == _sha(data)
+    assert big_case.store.get(digest) == data
+    with big_case.store.open(digest) as fh:
+        assert b"".join(iter(lambda: fh.read(BIG_CHUNK // 3), b"")) == data
+    assert len(big_case.leftovers()) == 1
+
+
+@pytest.mark.parametrize("after", [0, BIG_CHUNK, 3 * BIG_CHUNK + 7, BIG])
+def test_pipelined_broken_stream_leaves_nothing_behind(big_case: StoreCase, after: int) -> None:
+    with pytest.raises(ConnectionResetError):
+        big_case.store.put(_broken_chunks(_payload(BIG), after))
+    assert big_case.leftovers() == []
+    assert not [t for t in threading.enumerate() if t.name in ("put", "sha256", "s3-parts")]
+
+
+def test_pipelined_wrong_digest_leaves_nothing_behind(big_case: StoreCase) -> None:
+    data = _payload(BIG, seed=2)
+    with pytest.raises(DigestMismatchError):
+        big_case.store.put(_chunks(data, BIG_CHUNK), expected_sha256=_sha(b"other"))
+    assert big_case.leftovers() == []
+
+
+def test_pipelined_read_of_a_corrupted_blob_fails_at_eof(big_case: StoreCase) -> None:
+    data = _payload(BIG, seed=3)
+    digest = big_case.store.put(io.BytesIO(data))
+    flipped = bytearray(data)
+    flipped[BIG // 2] ^= 0x40
+    big_case.corrupt(digest, bytes(flipped))
+    with pytest.raises(DigestMismatchError):
+        big_case.store.get(digest)
+    with big_case.store.open(digest) as fh:
+        assert fh.read(BIG) == flipped
+        with pytest.raises(DigestMismatchError):
+            fh.read(1)
+
+
+def test_local_write_failure_leaves_nothing_behind(tmp_path: Path) -> None:
+    """The writer thread hits the file size limit (EFBIG) half way through a put."""
+    case = _local_case(tmp_path)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2 * BIG_CHUNK, hard))
+    try:
+        with pytest.raises(OSError, match="too large") as info:
+            case.store.put(_chunks(_payload(BIG), BIG_CHUNK))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert info.value.errno == errno.EFBIG
+    assert case.leftovers() == []
+
+
+def test_s3_part_upload_failure_aborts_the_upload(s3_store_url: str, s3_client: Any) -> None:
+    case = _s3_case(s3_store_url, s3_client, 2 * BIG_CHUNK, BIG_CHUNK)
+    assert isinstance(case.store, S3BlobStore)
+    calls = 0
+
+    def fail_third_part(**_: object) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise ConnectionResetError("S3 went away")
+
+    case.store._client.meta.events.register("before-call.s3.UploadPart", fail_third_part)
+    with pytest.raises(ConnectionResetError, match="S3 went away"):
+        case.store.put(_chunks(_payload(BIG), BIG_CHUNK))
+    assert case.leftovers() == []
+
+
+def test_local_put_holds_a_bounded_number_of_chunks(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path / "blobs")
+    chunk = 1024 * 1024
+
+    def source() -> Iterator[bytes]:
+        for i in range(48):
+            yield bytes([i]) * chunk
+
+    gc.collect()  # garbage of earlier tests (moto runs in-process) is not ours to count
+    tracemalloc.start()
+    try:
+        store.put(source())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # Each helper (hashing, writing; both WRITE_DEPTH deep) is at most WRITE_DEPTH queued
+    # plus one in hand behind the caller's chunk, and the source makes the next one.
+    assert peak < (WRITE_DEPTH + 3) * chunk + 512 * 1024
