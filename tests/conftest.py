@@ -19,8 +19,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 pytest_plugins = ["support.fixtures"]
+
+# The machines running the suite are shared and noisy: hypothesis' per-example deadline
+# (200 ms) would turn load into failures. Speed lives in bench/, not in unit tests.
+settings.register_profile("weact", deadline=None)
+settings.load_profile("weact")
 
 AWS_TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
