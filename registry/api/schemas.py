@@ -52,8 +52,14 @@ class Health(Out):
 
 
 class TokenCreate(In):
-    name: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=128, description="The principal's name.")
     role: Role
+    node_id: str | None = Field(
+        default=None,
+        max_length=128,
+        description="Node tokens only: the one node id this token may report as "
+        "(default: the first one it reports as).",
+    )
 
 
 class TokenCreated(Out):
@@ -61,6 +67,7 @@ class TokenCreated(Out):
     name: str
     role: Role
     token: str
+    node_id: str | None = None
 
 
 class BlobPublic(Out):

@@ -124,6 +124,7 @@ def register_adapter(
             manifest_root=manifest.root,
             provenance=draft.provenance or {},
             created_by=actor.name,
+            created_by_id=actor.principal_id,
         )
         session.add(row)
         session.flush()
