@@ -42,9 +42,18 @@ class Out(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
 
+class ValidationIssue(Out):
+    loc: list[str | int]
+    msg: str
+    type: str | None = None
+
+
 class ErrorBody(Out):
+    """Every error: a stable code and a message, the validation issues, or a structured
+    detail (``digest_mismatch``, ``revision_conflict``, ``gate_failed``, ...)."""
+
     error: str
-    detail: Any
+    detail: str | list[ValidationIssue] | dict[str, Any]
 
 
 class Health(Out):
