@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "channel": ("registry.cli:channel", "Show channels and their revisions."),
     "gate": ("registry.cli:gate", "Check a promotion against old benchmarks (exit code)."),
     "audit": ("registry.cli:audit", "Verify the event chain."),
+    "fsck": ("registry.cli_maintenance:fsck", "Check blobs, roots, channel heads, events."),
+    "gc": ("registry.cli_maintenance:gc", "Delete unreferenced blobs and stale temp files."),
     "runtime": ("runtime.cli:runtime", "Serve or run the WeAct runtime."),
     "train": ("trainers.cli:train", "Phase-wise LoRA training."),
     "merge": ("trainers.cli:merge", "Static-merge baselines."),

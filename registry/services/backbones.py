@@ -13,6 +13,7 @@ from registry.db.convert import to_backbone
 from registry.db.models import SqlBackbone
 from registry.domain import Backbone, Principal
 from registry.errors import ConflictError, InvalidError, NotFoundError
+from registry.services.gc import guard_blobs
 from registry.services.retry import insert_unique
 from storage import BlobStore, Manifest, ManifestError, StorageError
 
@@ -39,6 +40,7 @@ def register_backbone(
     conflict = f"backbone with root {parsed.root} is already registered"
     if session.scalar(select(SqlBackbone.id).where(SqlBackbone.root == parsed.root)):
         raise ConflictError(conflict)
+    guard_blobs(session)  # the manifest blob cannot be collected before the row commits
     digest = store.put([canonical_json(parsed.to_json()).encode("utf-8")])
     row = SqlBackbone(
         name=name,

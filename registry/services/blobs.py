@@ -23,6 +23,7 @@ from registry.audit import append_event
 from registry.db.models import SqlBlobLease, utcnow
 from registry.domain import Blob, Principal
 from registry.errors import DigestMismatchError, InvalidError, NotFoundError, PayloadTooLargeError
+from registry.services.gc import guard_blobs
 from registry.services.retry import with_retries
 from storage import BlobNotFoundError, BlobStore, is_sha256
 from storage import DigestMismatchError as StorageDigestMismatch
@@ -158,6 +159,19 @@ def record_corruption(
         subject=f"blob:{digest}",
         payload={"expected": digest, "actual": detail.get("actual")},
     )
+
+
+def claim_blob(*, session: Session, store: BlobStore, digest: str, source: IO[bytes]) -> None:
+    """After a PUT: renew the blob's lease, under the gc lock, and make sure it is stored.
+
+    A PUT of a blob that already existed writes nothing; if ``weact gc`` deleted that blob
+    between the check and now, it is stored again from ``source`` (the verified upload).
+    """
+    guard_blobs(session)
+    record_put(session=session, digest=digest)
+    if not store.exists(digest):
+        source.seek(0)
+        put_blob(store=store, source=source, digest=digest)
 
 
 def record_put(*, session: Session, digest: str) -> None:

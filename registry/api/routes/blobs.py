@@ -3,7 +3,7 @@ redirects to S3)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import IO, Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
@@ -32,9 +32,9 @@ GET_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _record_put(state: StateDep, digest: str) -> None:
+def _claim(state: StateDep, digest: str, spool: IO[bytes]) -> None:
     with state.db.write() as session:
-        blobs.record_put(session=session, digest=digest)
+        blobs.claim_blob(session=session, store=state.store, digest=digest, source=spool)
 
 
 @router.put(
@@ -53,9 +53,9 @@ async def put_blob(digest: str, request: Request, state: StateDep, _actor: Publi
         blob = await run_in_threadpool(
             blobs.put_blob, store=state.store, source=spool, digest=digest
         )
+        await run_in_threadpool(_claim, state, digest, spool)
     finally:
         spool.close()
-    await run_in_threadpool(_record_put, state, digest)
     body = {"digest": blob.digest, "size": blob.size}
     return JSONResponse(body, status_code=201 if blob.created else 200)
 
