@@ -61,8 +61,15 @@ class Health(Out):
 
 
 class TokenCreate(In):
-    name: str = Field(min_length=1, max_length=128, description="The principal's name.")
+    name: str = Field(min_length=1, max_length=128, description="The token's label.")
     role: Role
+    principal: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="The identity the token acts as (default: `name`); all tokens of one "
+        "principal are one person for the self-approval rule.",
+    )
     node_id: str | None = Field(
         default=None,
         max_length=128,

@@ -1,7 +1,9 @@
 """API tokens: create (shown once), authenticate a bearer token, bind node tokens.
 
-A token belongs to a principal (an identity); creating a token for a name creates that
-principal or reuses it, so one person's publisher and approver tokens are one identity.
+A token belongs to a principal (an identity). A token's ``name`` is a label; its
+``principal`` (by default the same name) is created on first use and reused after, so one
+person's publisher token ``alice`` and approver token ``alice-ci`` (principal ``alice``)
+are one identity, and the self-approval rule compares that identity, never the label.
 A node token is bound to one node id: the one given when it is created, or else the first
 one it reports as (trust on first use). It can never report as another node.
 """
@@ -52,20 +54,24 @@ def create_token(
     role: Role | str,
     actor: str = SYSTEM_ACTOR,
     node_id: str | None = None,
+    principal: str | None = None,
 ) -> tuple[TokenInfo, str]:
-    """A new token for principal ``name`` with ``role``; returns its info and the secret."""
+    """A new token ``name`` of ``principal`` (default: ``name``) with ``role``; returns its
+    info and the secret (shown once)."""
     try:
         role = Role(role)
     except ValueError as exc:
         raise InvalidError(f"unknown role {role!r}; one of {[r.value for r in Role]}") from exc
-    if not name.strip() or len(name) > 128:
-        raise InvalidError("token name must be 1-128 characters")
+    principal = name if principal is None else principal
+    for what, value in (("token name", name), ("principal", principal)):
+        if not value.strip() or len(value) > 128:
+            raise InvalidError(f"{what} must be 1-128 characters")
     _check_node_binding(role, node_id)
-    principal = principal_row(session, name)
+    owner = principal_row(session, principal)
     secret = generate_token()
     row = SqlToken(
         name=name,
-        principal_id=principal.id,
+        principal_id=owner.id,
         role=role.value,
         token_hash=hash_token(secret),
         node_id=node_id,
@@ -77,7 +83,7 @@ def create_token(
         actor=actor,
         action="token.create",
         subject=f"token:{row.id}",
-        payload={"name": name, "role": role.value, "principal_id": principal.id}
+        payload={"name": name, "role": role.value, "principal": owner.name}
         | ({"node_id": node_id} if node_id is not None else {}),
     )
     return to_token(row), secret
@@ -92,11 +98,16 @@ def authenticate(*, session: Session, token: str | None) -> Principal:
     """The principal behind a bearer token; ``UnauthorizedError`` if unknown or revoked."""
     if not token:
         raise UnauthorizedError("missing bearer token")
-    row = session.scalar(select(SqlToken).where(SqlToken.token_hash == hash_token(token)))
-    if row is None or row.revoked_at is not None:
+    found = session.execute(
+        select(SqlToken, SqlPrincipal.name)
+        .join(SqlPrincipal, SqlPrincipal.id == SqlToken.principal_id)
+        .where(SqlToken.token_hash == hash_token(token))
+    ).first()
+    if found is None or found[0].revoked_at is not None:
         raise UnauthorizedError("invalid or revoked token")
+    row, principal = found
     return Principal(
-        name=row.name,
+        name=principal,
         role=Role(row.role),
         token_id=row.id,
         principal_id=row.principal_id,

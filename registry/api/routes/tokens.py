@@ -18,7 +18,12 @@ router = APIRouter(tags=["tokens"])
 def post_token(body: TokenCreate, state: StateDep, actor: Admin) -> TokenCreated:
     with state.db.write() as session:
         info, secret = create_token(
-            session=session, name=body.name, role=body.role, actor=actor.name, node_id=body.node_id
+            session=session,
+            name=body.name,
+            role=body.role,
+            actor=actor.name,
+            node_id=body.node_id,
+            principal=body.principal,
         )
     return TokenCreated(
         id=info.id, name=info.name, role=info.role, token=secret, node_id=info.node_id
