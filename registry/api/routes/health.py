@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
-from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from registry.api.deps import StateDep
@@ -20,9 +19,12 @@ def healthz() -> Health:
 
 @router.get(
     "/metrics",
-    response_class=PlainTextResponse,
+    response_class=Response,
     responses={
-        200: {"description": "Prometheus text exposition format."},
+        200: {
+            "description": "Prometheus text exposition format.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
         **errors(413),
     },
 )
