@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -121,6 +122,8 @@ class InternalErrorMiddleware:
 
         try:
             await self.app(scope, receive, watch)
+        except ClientDisconnect:
+            logger.info("client went away during %s %s", scope.get("method"), scope.get("path"))
         except Exception:
             logger.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
             if started:

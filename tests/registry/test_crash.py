@@ -123,7 +123,7 @@ def _tokens(database_url: str) -> dict[str, str]:
 def test_sigkill_during_a_large_upload(sqlite_url: str, tmp_path: Path) -> None:
     store = tmp_path / "blobs"
     tokens = _tokens(sqlite_url)
-    digest, stream = big_blob(96)
+    digest, stream = big_blob(64)
     with serve(tmp_path / "one", sqlite_url, str(store)) as server:
         upload = upload_in_background(server.url, tokens["publisher"], digest, stream)
         kill_when(server, lambda: any((store / ".tmp").glob("put-*")))
@@ -138,7 +138,7 @@ def test_sigkill_during_a_large_upload(sqlite_url: str, tmp_path: Path) -> None:
         assert not list((store / ".tmp").glob("put-*"))
         response = put(server.url, tokens["publisher"], digest, stream())
         assert response.status_code == 201, response.text
-        assert response.json() == {"digest": digest, "size": 96 * MIB}
+        assert response.json() == {"digest": digest, "size": 64 * MIB}
         fsck_clean(server)
 
 
@@ -184,7 +184,7 @@ def test_sigkill_during_an_s3_multipart_upload(
 ) -> None:
     bucket = s3_store_url.removeprefix("s3://").split("/")[0]
     tokens = _tokens(sqlite_url)
-    digest, stream = big_blob(40)  # above the store's 16 MiB multipart threshold
+    digest, stream = big_blob(24)  # above the store's 16 MiB multipart threshold
 
     def uploading() -> bool:
         found = s3_client.list_multipart_uploads(Bucket=bucket, Prefix="blobs/tmp/")
