@@ -142,9 +142,15 @@ def test_sigkill_during_a_large_upload(sqlite_url: str, tmp_path: Path) -> None:
         fsck_clean(server)
 
 
-def test_sigkill_during_promotions(sqlite_url: str, tmp_path: Path) -> None:
+# The same on PostgreSQL under -m slow (a crash there is the server's, not the database's).
+@pytest.mark.parametrize(
+    "database_url",
+    ["sqlite", pytest.param("postgresql", marks=[pytest.mark.postgres, pytest.mark.slow])],
+    indirect=True,
+)
+def test_sigkill_during_promotions(database_url: str, tmp_path: Path) -> None:
     store = str(tmp_path / "blobs")
-    with serve(tmp_path / "one", sqlite_url, store) as server:
+    with serve(tmp_path / "one", database_url, store) as server:
         with live_harness(server, tmp_path) as api:
             world = make_world(api)
             ids = [world.approved("write", seed=seed)["id"] for seed in range(1, 5)]
@@ -165,7 +171,7 @@ def test_sigkill_during_promotions(sqlite_url: str, tmp_path: Path) -> None:
             worker.join(30)
             tokens = api.tokens
 
-    with serve(tmp_path / "two", sqlite_url, store) as server:
+    with serve(tmp_path / "two", database_url, store) as server:
         fsck_clean(server)
         headers = {"Authorization": f"Bearer {tokens['approver']}"}
         head = httpx.get(f"{server.url}/v1/channels/prod", headers=headers).json()
