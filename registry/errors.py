@@ -13,24 +13,47 @@
     │   ├── RevisionConflictError                 revision_conflict     409
     │   └── GateFailedError                       gate_failed           409 (detail = report)
     ├── PayloadTooLargeError (ValueError)         payload_too_large     413
-    └── TransferError (ConnectionError)           transfer_failed       (client side: a
-                                                  download that broke off mid-stream)
+    ├── UnexpectedResponseError                   bad_response          client side: an answer
+    │                                                                   that is not the API's
+    └── RegistryUnavailableError (ConnectionError) unavailable          client side: no answer
+        │                                                               (refused, DNS, reset,
+        │                                                               a proxy's 502/503)
+        ├── RegistryTimeoutError (TimeoutError)   timeout               none in time (or a 504)
+        └── TransferError                         transfer_failed       a body that broke off
 
 ``error_for(code, detail)`` turns a code back into its class (used by ``registry.client``).
+The client-side errors have no HTTP status of their own: ``registry.client`` raises them
+``from`` the transport error (httpx) that caused them. Every error the client raises keeps
+the ``status_code`` and ``response`` it came with, when there was one (else ``None``).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class RegistryError(Exception):
-    """Base of every registry error; ``detail`` is a message or a JSON-able object."""
+    """Base of every registry error; ``detail`` is a message or a JSON-able object.
+
+    ``status_code`` and ``response`` are those of the HTTP answer the client turned into
+    this error (``None`` on the server, and for a request that got no answer).
+    """
 
     code: ClassVar[str] = "registry_error"
 
-    def __init__(self, detail: Any = None) -> None:
+    def __init__(
+        self,
+        detail: Any = None,
+        *,
+        status_code: int | None = None,
+        response: httpx.Response | None = None,
+    ) -> None:
         self.detail = detail if detail is not None else self.code
+        self.status_code = status_code
+        self.response = response
         super().__init__(detail if isinstance(detail, str) else f"{self.code}: {detail!r}")
 
 
@@ -84,8 +107,27 @@ class PayloadTooLargeError(RegistryError, ValueError):
     code = "payload_too_large"
 
 
-class TransferError(RegistryError, ConnectionError):
-    """A blob download that broke off before its bytes could be verified.
+class UnexpectedResponseError(RegistryError):
+    """An answer the client cannot read as the API's (not JSON: another server at that URL)."""
+
+    code = "bad_response"
+
+
+class RegistryUnavailableError(RegistryError, ConnectionError):
+    """The registry did not answer: connection refused, name not resolved, connection reset,
+    a protocol error, or a gateway's 502/503 in front of it. Raised by the client only."""
+
+    code = "unavailable"
+
+
+class RegistryTimeoutError(RegistryUnavailableError, TimeoutError):
+    """No answer within the client's timeout (connect, read, write or pool), or a 504."""
+
+    code = "timeout"
+
+
+class TransferError(RegistryUnavailableError):
+    """A body (a blob download) that broke off before its bytes could be verified.
 
     Raised by the client only: the server aborts a stream whose stored bytes fail its own
     check, which reaches the client as a dropped connection, never as a response.
@@ -107,8 +149,16 @@ _ERRORS: tuple[type[RegistryError], ...] = (
     RevisionConflictError,
     GateFailedError,
     PayloadTooLargeError,
+)
+"""The errors a registry server answers with (every code of the HTTP table)."""
+
+CLIENT_ERRORS: tuple[type[RegistryError], ...] = (
+    UnexpectedResponseError,
+    RegistryUnavailableError,
+    RegistryTimeoutError,
     TransferError,
 )
+"""The errors only the client raises: there was no (usable) answer."""
 
 ERROR_CLASSES: dict[str, type[RegistryError]] = {cls.code: cls for cls in _ERRORS}
 
@@ -133,7 +183,13 @@ def http_status_for(code: str) -> int:
     return ERROR_CODE_TO_HTTP_STATUS.get(code, 500)
 
 
-def error_for(code: str, detail: Any) -> RegistryError:
+def error_for(
+    code: str,
+    detail: Any,
+    *,
+    status_code: int | None = None,
+    response: httpx.Response | None = None,
+) -> RegistryError:
     """Rebuild the typed error for a code received over HTTP."""
     cls = ERROR_CLASSES.get(code, RegistryError)
-    return cls(detail)
+    return cls(detail, status_code=status_code, response=response)

@@ -1,8 +1,12 @@
-"""Registry settings, read from ``WEACT_*`` environment variables."""
+"""Registry settings, read from ``WEACT_*`` environment variables.
+
+Entry points build one ``Settings()`` (``weact serve`` with its options over the
+environment) and hand it to ``create_app``; library code receives plain arguments. The
+client's registry URL is not a server setting: see ``registry/cli/options.py``
+(``WEACT_URL``).
+"""
 
 from __future__ import annotations
-
-from functools import lru_cache
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -22,8 +26,3 @@ class Settings(BaseSettings):
     presign_expires_s: int = Field(default=3600, gt=0)
     long_poll_max_s: float = Field(default=60.0, gt=0)
     long_poll_interval_s: float = Field(default=0.5, gt=0)
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    return Settings()

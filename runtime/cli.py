@@ -9,15 +9,18 @@
 
 `--backbone smollm2` selects the packaged SmolLM2-135M-Instruct (converted once, cached).
 Defaults come from `WEACT_RUNTIME_*` (see runtime/settings.py); the token also from
-`WEACT_RUNTIME_TOKEN`, the registry token from `WEACT_TOKEN`. With `--registry` the library
+`WEACT_RUNTIME_TOKEN`, the registry token from `WEACT_TOKEN`. With `--channel` the library
 is the channel's current revision, kept current by `runtime.follow.ChannelFollower`
-(exclusive with `--adapter`). The built-in knowledge-base `search` tool is offered unless
-`--no-kb`; `--tool-server URL` adds external MCP tool servers (streamable HTTP).
+(exclusive with `--adapter`); the registry is `--registry`, else `$WEACT_URL`, as for every
+`weact` command (`registry.cli.options`). The registry is asked for the channel before the
+backbone loads, so a registry that does not answer costs no model load. Failures are one line
+on stderr (`registry.cli.errors`): exit 1, or 2 for a usage error. The built-in
+knowledge-base `search` tool is offered unless `--no-kb`; `--tool-server URL` adds external
+MCP tool servers (streamable HTTP).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -26,6 +29,8 @@ from typing import Any, TypeVar
 
 import click
 
+from registry.cli.errors import fail_cleanly
+from registry.cli.options import registry_url_option, token_option
 from runtime.engine import AdapterSpec, Engine
 from runtime.errors import RuntimeEngineError
 from runtime.settings import get_settings
@@ -99,10 +104,10 @@ def engine_options(fn: F) -> F:
 def follow_options(fn: F) -> F:
     """Options of a node that follows a registry channel instead of local adapters."""
     options = [
-        click.option("--registry", default=None, metavar="URL", help="Follow this registry."),
-        click.option("--channel", default=None, help="The channel to follow, e.g. prod."),
+        registry_url_option("--registry", help="The registry of --channel."),
+        click.option("--channel", default=None, help="Follow this registry channel, e.g. prod."),
         click.option("--node-id", default=None, help="Node id in heartbeats (default hostname)."),
-        click.option("--registry-token", envvar="WEACT_TOKEN", default=None, help="Node token."),
+        token_option("--registry-token", help="Node token."),
         click.option(
             "--library-dir",
             type=click.Path(file_okay=False, path_type=Path),
@@ -122,17 +127,8 @@ def follow_options(fn: F) -> F:
     return fn
 
 
-def runtime_errors(fn: F) -> F:
-    """Typed runtime errors become one line on stderr and exit 1."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except RuntimeEngineError as exc:
-            raise click.ClickException(str(exc)) from exc
-
-    return wrapper  # type: ignore[return-value]
+runtime_errors = fail_cleanly(RuntimeEngineError)
+"""Typed errors (the runtime's, the registry client's, storage's) -> one line, exit 1."""
 
 
 def build_engine(backbone: str, adapters: Sequence[tuple[str, Path]], kind: str) -> Engine:
@@ -201,48 +197,64 @@ def serve(host: str | None, port: int | None, token: str | None, **options: Any)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = get_settings()
     check_library_source(options)
-    engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
-    follower = start_follower(engine, options) if options["registry"] else None
-    policy, config, targets = episode_setup(engine, options)
-    host = host or settings.host
-    secret = token or (settings.token.get_secret_value() if settings.token else None)
-    app = create_app(
-        engine,
-        policy=policy,
-        agent_config=config,
-        tool_servers=targets,
-        token=secret,
-        host=host,
-        max_episodes=settings.max_episodes,
-    )
+    client = channel_client(options) if options["channel"] else None
+    follower = None
     try:
+        engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
+        if client is not None:
+            follower = start_follower(engine, client, options)
+        policy, config, targets = episode_setup(engine, options)
+        host = host or settings.host
+        secret = token or (settings.token.get_secret_value() if settings.token else None)
+        app = create_app(
+            engine,
+            policy=policy,
+            agent_config=config,
+            tool_servers=targets,
+            token=secret,
+            host=host,
+            max_episodes=settings.max_episodes,
+        )
         uvicorn.run(app, host=host, port=port if port is not None else settings.port)
     finally:
         if follower is not None:
             follower.stop()
-            follower.client.close()
+        if client is not None:
+            client.close()
 
 
 def check_library_source(options: dict[str, Any]) -> None:
-    """Local adapters or a registry channel, not both; --registry and --channel together."""
-    if options["registry"] and options["adapters"]:
-        raise click.UsageError("--adapter and --registry are exclusive")
-    if bool(options["registry"]) != bool(options["channel"]):
+    """Local adapters or a registry channel, not both; --registry only with --channel."""
+    if options["channel"] and options["adapters"]:
+        raise click.UsageError("--adapter and --channel (a registry's library) are exclusive")
+    source = click.get_current_context().get_parameter_source("registry")
+    if source is click.core.ParameterSource.COMMANDLINE and not options["channel"]:
         raise click.UsageError("--registry and --channel go together")
 
 
-def start_follower(engine: Engine, options: dict[str, Any]) -> Any:
+def channel_client(options: dict[str, Any]) -> Any:
+    """A client of the registry that holds `--channel`, checked before any model loads."""
+    from registry.client import RegistryClient
+
+    client = RegistryClient(options["registry"], options["registry_token"])
+    try:
+        client.get_channel(options["channel"])
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def start_follower(engine: Engine, client: Any, options: dict[str, Any]) -> Any:
     """Serve the channel's current revision and follow it (a started ChannelFollower)."""
     import socket
 
-    from registry.client import RegistryClient
-    from runtime.follow import SYNC_ERRORS, ChannelFollower
+    from runtime.follow import ChannelFollower
 
     if not hasattr(engine, "swap_adapters"):
         raise click.UsageError(f"engine {options['engine_kind']!r} cannot follow a channel")
     channel = options["channel"]
     dest = options["library_dir"] or Path.home() / ".cache" / "weact" / "library" / channel
-    client = RegistryClient(options["registry"], options["registry_token"])
     node_id = options["node_id"] or socket.gethostname()
     follower = ChannelFollower(
         client,
@@ -252,13 +264,7 @@ def start_follower(engine: Engine, options: dict[str, Any]) -> Any:
         dest,
         wait_s=options["poll_wait"],
     )
-    try:
-        follower.start()
-    except SYNC_ERRORS as exc:
-        client.close()
-        if isinstance(exc, RuntimeEngineError):
-            raise
-        raise click.ClickException(f"cannot follow {channel!r}: {exc}") from exc
+    follower.start()
     return follower
 
 
@@ -286,7 +292,7 @@ def run(task: str, as_json: bool, **options: Any) -> None:
 def mcp(**options: Any) -> None:
     """Serve load_lora / offload_lora over MCP stdio (one client, one episode)."""
     from runtime.episode import EpisodeManager
-    from runtime.tools import build_mcp_server
+    from runtime.mcp_server import build_mcp_server
 
     engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
     policy, _, _ = episode_setup(engine, options)

@@ -27,8 +27,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-import httpx
-
 from registry.client import RegistryClient, Revision
 from registry.errors import RegistryError
 from runtime.engine import AdapterSpec, AuditReport
@@ -38,7 +36,7 @@ from runtime.sync import heartbeat, pull_library
 logger = logging.getLogger(__name__)
 
 # what a sync attempt may fail with while the last good library keeps serving
-SYNC_ERRORS = (RegistryError, httpx.HTTPError, OSError, RuntimeEngineError)
+SYNC_ERRORS = (RegistryError, OSError, RuntimeEngineError)
 
 
 class LibraryEngine(Protocol):
@@ -149,7 +147,7 @@ class ChannelFollower:
             report = dataclasses.replace(report, detail=detail)
         try:
             heartbeat(self.client, self.node_id, self.channel, revision, report)
-        except (RegistryError, httpx.HTTPError) as exc:
+        except RegistryError as exc:
             logger.warning("heartbeat of %s failed: %s", self.node_id, exc)
 
     def _follow(self) -> None:
@@ -158,7 +156,7 @@ class ChannelFollower:
                 newer = self.client.wait_for_channel(
                     self.channel, after=self.revision or 0, wait=self.wait_s
                 )
-            except (RegistryError, httpx.HTTPError) as exc:
+            except RegistryError as exc:
                 logger.warning("long-poll of channel %r failed: %s", self.channel, exc)
                 self._stop.wait(self.retry_s)
                 continue

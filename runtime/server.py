@@ -46,6 +46,7 @@ from runtime.episode import (
     totals,
 )
 from runtime.errors import RuntimeEngineError
+from runtime.mcp_server import build_mcp_server
 from runtime.policy import (
     HardPolicy,
     InvalidPolicyError,
@@ -53,7 +54,7 @@ from runtime.policy import (
     make_policy,
     parse_guesses,
 )
-from runtime.tools import McpToolbox, build_mcp_server
+from runtime.tools import McpToolbox
 
 logger = logging.getLogger(__name__)
 

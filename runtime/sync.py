@@ -9,8 +9,9 @@ weights whose root differs from what the registry approved.
 
 A failed pull raises before any spec is returned, so the caller's engine keeps serving its
 previous library: a blob whose bytes do not hash to its digest is
-`registry.errors.DigestMismatchError` (a server that aborts such a stream surfaces as an
-`httpx.HTTPError`); other registry failures are the client's typed `RegistryError`s.
+`registry.errors.DigestMismatchError` (a server that aborts such a stream surfaces as a
+`TransferError`); a registry that does not answer is `RegistryUnavailableError` (or its
+`RegistryTimeoutError`); every failure is one of the client's typed `RegistryError`s.
 
     revision, specs = pull_library(client, "prod", Path("/var/lib/weact/adapters"))
     engine.swap_adapters(specs)
@@ -26,7 +27,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from registry.client import ADAPTER_FILES, LibraryEntry, RegistryClient, Revision, sha256_of_file
+from registry.client import (
+    ADAPTER_FILES,
+    LibraryEntry,
+    Node,
+    RegistryClient,
+    Revision,
+    sha256_of_file,
+)
 from registry.errors import DigestMismatchError
 from runtime.engine import AdapterSpec, AuditReport
 
@@ -118,6 +126,6 @@ def heartbeat(
     channel: str,
     revision: int | None,
     report: AuditReport,
-) -> dict[str, Any]:
+) -> Node:
     """Post the engine audit for the revision this node serves; returns the registry's Node."""
     return client.heartbeat(node_id, channel=channel, revision=revision, audit=audit_body(report))

@@ -1,4 +1,4 @@
-"""The tools of a WeAct episode: `load_lora` / `offload_lora`, external MCP tools, the MCP server.
+"""The tools of a WeAct episode: `load_lora` / `offload_lora` and external MCP tools.
 
 - `AdapterControl` is the paper's internal action pair for one episode: loading while another
   adapter is active, loading an unknown capability, loading out of the policy's order and
@@ -6,40 +6,27 @@
   reads), never crashes.
 - `lora_tool_schemas` describes them to the model from the capability descriptions.
 - `McpToolbox` connects to external MCP tool servers (`mcp.Client`) and calls their tools.
-- `build_mcp_server` serves `load_lora` / `offload_lora` with the `mcp` SDK. Each MCP session
-  drives its own episode: a stateful session (`Mcp-Session-Id` over streamable HTTP, or the
-  single client of a stdio server) is bound to one; a stateless (2026-07-28) request names
-  its episode in `_meta["weact/episode"]`.
+
+`runtime.mcp_server` serves `load_lora` / `offload_lora` to MCP clients.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Any
 
 from runtime.chat import tool_schema
 from runtime.engine import AdapterSpec, EngineSession, SwitchRecord
-from runtime.errors import (
-    RuntimeEngineError,
-)
+from runtime.errors import RuntimeEngineError
 from runtime.policy import Policy
-
-if TYPE_CHECKING:
-    from mcp.server import MCPServer
-
-    from runtime.episode import Episode, EpisodeManager
-
-logger = logging.getLogger(__name__)
 
 LOAD_LORA = "load_lora"
 OFFLOAD_LORA = "offload_lora"
 INTERNAL_TOOLS = (LOAD_LORA, OFFLOAD_LORA)
-EPISODE_META_KEY = "weact/episode"
 # What load_lora tells the model about the paper's capabilities when no registry describes them.
 DEFAULT_DESCRIPTIONS = {
     "plan": "Break the task into steps and decide what to look up.",
@@ -257,66 +244,3 @@ def _result_text(result: Any) -> str:
             data = data["result"]
         return json.dumps(data, ensure_ascii=False)
     return "\n".join(getattr(c, "text", "") for c in result.content)
-
-
-def build_mcp_server(episodes: EpisodeManager, *, stdio: bool = False) -> MCPServer:
-    """An MCP server with load_lora / offload_lora, each MCP session on its own episode."""
-    import anyio
-    from mcp.server import MCPServer
-    from mcp.server.mcpserver import Context
-    from mcp.server.mcpserver.exceptions import ToolError
-    from pydantic import Field
-
-    server: MCPServer = MCPServer(
-        "weact-runtime", instructions="WeAct internal actions: switch LoRA adapters."
-    )
-
-    async def run(ctx: Context, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        episode = _bound_episode(episodes, ctx, stdio)
-        episode.events.emit("tool_call", name=name, arguments=arguments, via="mcp")
-        outcome = await anyio.to_thread.run_sync(episode.control.call, name, arguments)
-        episode.events.emit(
-            "tool_result", name=name, content=outcome.content, is_error=outcome.is_error
-        )
-        if outcome.is_error:
-            raise ToolError(outcome.message)
-        return {"episode": episode.id, **json.loads(outcome.content)}
-
-    async def load_lora(capability, ctx):  # type: ignore[no-untyped-def]
-        return await run(ctx, LOAD_LORA, {"capability": capability})
-
-    async def offload_lora(ctx):  # type: ignore[no-untyped-def]
-        return await run(ctx, OFFLOAD_LORA, {})
-
-    # Real objects, not the strings `from __future__ import annotations` would leave: the SDK
-    # builds the input schemas from them and cannot see this function's local imports.
-    capability_type = Annotated[str, Field(description="the capability to load")]
-    load_lora.__annotations__ = {
-        "capability": capability_type,
-        "ctx": Context,
-        "return": dict[str, Any],
-    }
-    offload_lora.__annotations__ = {"ctx": Context, "return": dict[str, Any]}
-    server.add_tool(
-        load_lora, name=LOAD_LORA, description=load_description(episodes.engine.adapters)
-    )
-    server.add_tool(offload_lora, name=OFFLOAD_LORA, description=OFFLOAD_DESCRIPTION)
-    return server
-
-
-def _bound_episode(episodes: EpisodeManager, ctx: Any, stdio: bool) -> Episode:
-    """The episode of this MCP request: named in `_meta`, or bound to its MCP session."""
-    from mcp.server.mcpserver.exceptions import ToolError
-
-    meta = ctx.request_context.meta or {}
-    headers = ctx.headers or {}
-    if isinstance(meta.get(EPISODE_META_KEY), str):
-        return episodes.bind(f"name:{meta[EPISODE_META_KEY]}")
-    if headers.get("mcp-session-id"):
-        return episodes.bind(f"mcp:{headers['mcp-session-id']}")
-    if stdio or ctx.request_context.request is None:
-        return episodes.bind("process")  # a stdio server has exactly one client
-    raise ToolError(
-        "stateless MCP request: name your episode in _meta "
-        f'{{"{EPISODE_META_KEY}": "<name>"}} or connect with a session (mode="legacy")'
-    )

@@ -1,13 +1,16 @@
 """`weact manifest PATH... [--json]`: the manifest root of safetensors files.
 
 Each PATH is a safetensors file or a directory of `*.safetensors` shards; all of them form
-one manifest. Invalid input exits with code 2 and one line on stderr, never a traceback.
+one manifest. Failures follow the convention of every `weact` command (see
+`registry/cli/errors.py`), kept here with click alone because storage imports nothing of
+the project: a file that cannot be read as safetensors is one line on stderr
+(`Error: <path>: <problem>`) and exit 1, never a traceback; a PATH that does not exist is a
+usage error, exit 2.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -15,19 +18,16 @@ import click
 from storage.errors import StorageError
 from storage.manifest import Manifest, manifest_of_files, safetensors_files
 
-EXIT_INVALID = 2
-
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print every tensor and the root as JSON.")
 def manifest(paths: tuple[Path, ...], as_json: bool) -> None:
     """Print the manifest root of safetensors files (or directories of shards)."""
     try:
         result = _manifest_of(paths)
     except (StorageError, OSError) as exc:
-        click.echo(f"weact manifest: {_one_line(exc)}", err=True)
-        sys.exit(EXIT_INVALID)
+        raise click.ClickException(_one_line(exc)) from exc
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
     else:

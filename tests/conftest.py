@@ -1,5 +1,8 @@
 """Fixtures shared by every test package. Keep this file small and storage-generic.
 
+The test-support package `support` (tests/support, on the path through pyproject's
+`pythonpath`) adds its fixtures as a plugin; see `support/fixtures.py`.
+
 - `s3_server` (session): moto's standalone S3 server on a free loopback port, reached over
   real HTTP through boto3; yields its endpoint URL. Dummy AWS credentials and region are set
   in the environment for the session, and moto's 5 MiB minimum multipart part size is
@@ -16,6 +19,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+pytest_plugins = ["support.fixtures"]
 
 AWS_TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",

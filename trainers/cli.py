@@ -2,13 +2,18 @@
 
 weact train --capability C --data FILE --backbone PATH --out DIR [--adapter NAME=DIR ...]
             [--rank --alpha --targets --lr --epochs --seed] [--init DIR]
-            [--publish --registry URL --token T [--parent ID] [--label L] [--allow-replay]]
+            [--publish [--registry URL] --token T [--parent ID] [--label L] [--allow-replay]]
 weact train --shared [--sequential] --data FILE --backbone PATH --out DIR   (baseline)
 weact train inspect FILE --backbone PATH [--capability C] [--json]
 weact train generate OUT [--n N] [--seed S] [--phases plan,search,write] [--write-style]
-weact train publish DIR --capability C --registry URL --token T [--parent ID] [--label L]
+weact train publish DIR --capability C [--registry URL] --token T [--parent ID] [--label L]
 weact merge --method linear|ties|dare_ties|tspa --adapter [NAME=]DIR ... --out DIR
 weact eval nll --backbone PATH --adapter NAME=DIR ... --data FILE [--json]
+
+The registry is `--registry`, else `$WEACT_URL`, as for every `weact` command
+(`registry.cli.options`). With `--publish` it is asked for the capability (and the parent)
+before training starts, so a registry that does not answer, or a capability it does not
+know, costs no training. Failures are one line on stderr (`registry.cli.errors`).
 """
 
 from __future__ import annotations
@@ -22,27 +27,16 @@ from typing import Any
 
 import click
 
+from registry.cli.errors import fail_cleanly
+from registry.cli.options import registry_url_option, token_option
 from trainers.errors import AdapterSpecError, NoSamplesError, TrainerError
 
 logger = logging.getLogger(__name__)
 SHARED = "shared"
 
 
-def _fail_cleanly(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Typed errors become one-line click errors (exit 1), never tracebacks."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from registry.errors import RegistryError
-        from storage.errors import StorageError
-
-        try:
-            return fn(*args, **kwargs)
-        except (TrainerError, RegistryError, StorageError) as exc:
-            raise click.ClickException(str(exc)) from exc
-
-    return wrapper
+_fail_cleanly = fail_cleanly(TrainerError)
+"""Typed errors (the trainers', the registry client's, storage's) -> one line, exit 1."""
 
 
 def parse_adapters(specs: Sequence[str], *, named: bool = True) -> dict[str, Path]:
@@ -107,10 +101,8 @@ def _progress(label: str) -> Iterator[Callable[[int, int, float], None]]:
 
 def _registry_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option(
-            "--registry", "registry_url", envvar="WEACT_REGISTRY_URL", help="Registry URL."
-        ),
-        click.option("--token", envvar="WEACT_TOKEN", help="Publisher token."),
+        registry_url_option("--registry", "registry_url", help="Registry to publish to."),
+        token_option(help="Publisher token."),
         click.option("--parent", "parent_id", type=int, help="Parent adapter id (an update)."),
         click.option("--label", help="Version label, e.g. write++."),
         click.option("--allow-replay", is_flag=True, help="Publish anyway, recording replay."),
@@ -124,9 +116,7 @@ def _publish(directory: Path, capability: str, opts: dict[str, Any]) -> dict[str
     from registry.client import RegistryClient
     from trainers.publish import publish_adapter
 
-    if not opts.get("registry_url"):
-        raise click.UsageError("publishing needs --registry URL (or WEACT_REGISTRY_URL)")
-    with RegistryClient(opts["registry_url"], opts.get("token")) as client:
+    with RegistryClient(opts["registry_url"], opts["token"]) as client:
         adapter = publish_adapter(
             directory,
             client=client,
@@ -136,6 +126,16 @@ def _publish(directory: Path, capability: str, opts: dict[str, Any]) -> dict[str
             allow_replay=bool(opts.get("allow_replay")),
         )
     return dict(adapter)
+
+
+def _check_publishable(capability: str, opts: dict[str, Any]) -> None:
+    """Before any training: the registry answers, knows the capability (and the parent)."""
+    from registry.client import RegistryClient
+
+    with RegistryClient(opts["registry_url"], opts["token"]) as client:
+        client.get_capability(capability)
+        if opts.get("parent_id") is not None:
+            client.get_adapter(opts["parent_id"])
 
 
 @click.group(invoke_without_command=True)
@@ -171,12 +171,14 @@ def _publish(directory: Path, capability: str, opts: dict[str, Any]) -> dict[str
 @_registry_options
 @click.pass_context
 @_fail_cleanly
-def train(ctx: click.Context, **opts: Any) -> None:
+def train(ctx: click.Context, /, **opts: Any) -> None:
     """Phase-wise LoRA training of one capability (or a baseline), then optionally publish."""
     if ctx.invoked_subcommand is not None:
         return
     _check_train_options(opts)
     settings = _settings(opts)
+    if opts["do_publish"]:
+        _check_publishable(opts["capability"], opts)
     _quiet()
     from trainers.lora import train_lora
     from trainers.publish import data_record
@@ -237,8 +239,6 @@ def _check_train_options(opts: dict[str, Any]) -> None:
         raise click.UsageError("--sequential goes with --shared")
     if opts["do_publish"] and not opts["capability"]:
         raise click.UsageError("--publish needs --capability (the registry capability)")
-    if opts["do_publish"] and not opts["registry_url"]:
-        raise click.UsageError("--publish needs --registry URL (or WEACT_REGISTRY_URL)")
 
 
 @train.command()

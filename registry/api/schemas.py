@@ -42,13 +42,18 @@ class Out(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
 
-class ValidationIssue(Out):
+class Documented(BaseModel):
+    """Shapes the OpenAPI document promises that the client reads without a record type:
+    error bodies (turned into typed errors) and blob receipts."""
+
+
+class ValidationIssue(Documented):
     loc: list[str | int]
     msg: str
     type: str | None = None
 
 
-class ErrorBody(Out):
+class ErrorBody(Documented):
     """Every error: a stable code and a message, the validation issues, or a structured
     detail (``digest_mismatch``, ``revision_conflict``, ``gate_failed``, ...)."""
 
@@ -86,7 +91,7 @@ class TokenCreated(Out):
     node_id: str | None = None
 
 
-class BlobPublic(Out):
+class BlobPublic(Documented):
     digest: str
     size: int
 

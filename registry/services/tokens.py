@@ -1,4 +1,5 @@
-"""API tokens: create (shown once), authenticate a bearer token, bind node tokens.
+"""API tokens: create (shown once), list (never the secrets), authenticate a bearer token,
+bind node tokens.
 
 A token belongs to a principal (an identity). A token's ``name`` is a label; its
 ``principal`` (by default the same name) is created on first use and reused after, so one
@@ -90,8 +91,9 @@ def create_token(
 
 
 def list_tokens(*, session: Session) -> list[TokenInfo]:
-    rows = session.scalars(select(SqlToken).where(SqlToken.revoked_at.is_(None)))
-    return [to_token(row) for row in rows]
+    """The tokens that are not revoked, oldest first (their hashes stay in the database)."""
+    query = select(SqlToken).where(SqlToken.revoked_at.is_(None)).order_by(SqlToken.id)
+    return [to_token(row) for row in session.scalars(query)]
 
 
 def authenticate(*, session: Session, token: str | None) -> Principal:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import httpx
 from harness import Harness, make_tokens
 
-from cli.demo import EmbeddedRegistry
+from cli.launcher import EmbeddedRegistry
 from registry.db.session import Database
 from registry.services.fsck import fsck
 from storage import open_store

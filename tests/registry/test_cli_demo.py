@@ -13,15 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cli.demo import (
-    PLAIN_STEPS,
-    STEPS,
-    Demo,
-    Step,
-    build_plain_weights,
-    run_demo,
-    write_safetensors,
-)
+from cli.demo.command import PLAIN_STEPS, STEPS, run_demo
+from cli.demo.harness import Demo, Step
+from cli.demo.weights import build_plain_weights, write_safetensors
 
 
 def _printed_every(steps: list[Step], printed: str) -> None:

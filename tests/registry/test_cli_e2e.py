@@ -22,7 +22,7 @@ import factories
 import httpx
 import pytest
 
-from cli.demo import EmbeddedRegistry, embedded_registry
+from cli.launcher import EmbeddedRegistry, embedded_registry
 
 WEACT = Path(sys.executable).with_name("weact")
 
@@ -255,7 +255,7 @@ def test_people_get_tables_and_errors_are_one_line(sqlite_cli: Cli, tmp_path: Pa
     assert "CAPABILITY=ID" in usage.stderr
     nowhere = "http://127.0.0.1:9"
     unreachable = cli.fails("channel", "show", "prod", "--url", nowhere, token="x")
-    assert unreachable.startswith("Error: cannot reach the registry")
+    assert unreachable.startswith("Error: unavailable: cannot reach the registry")
     assert cli.fails("gate", "prod", "--adapter", "plan=1", "--url", nowhere, code=2)
     no_database = "postgresql+psycopg://postgres@127.0.0.1:9/none"
     no_db = cli.fails(

@@ -9,7 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from registry import errors
-from registry.cli import describe_error, parse_assignments
+from registry.cli.channels import parse_assignments
+from registry.cli.errors import describe_error
+from registry.client import translate
 from storage.errors import DigestMismatchError as StorageDigestMismatch
 
 GATE_REPORT = {
@@ -59,13 +61,26 @@ def test_errors_read_as_one_line(exc: BaseException, expected: str) -> None:
     assert describe_error(exc) == expected
 
 
-def test_transport_errors_name_the_url() -> None:
-    request = httpx.Request("GET", "http://127.0.0.1:9/v1/channels/prod")
-    line = describe_error(httpx.ConnectError("Connection refused", request=request))
-    assert line == (
-        "cannot reach the registry (http://127.0.0.1:9/v1/channels/prod): Connection refused"
+def test_transport_errors_name_the_request() -> None:
+    request = httpx.Request("GET", "http://127.0.0.1:9/v1/channels/prod?after=1")
+    refused = translate(httpx.ConnectError("[Errno 111] Connection refused", request=request))
+    assert describe_error(refused) == (
+        "unavailable: cannot reach the registry (GET http://127.0.0.1:9/v1/channels/prod): "
+        "[Errno 111] Connection refused"
     )
-    assert describe_error(httpx.ConnectError("boom")) == "cannot reach the registry: boom"
+    slow = translate(httpx.ReadTimeout("timed out", request=request))
+    assert describe_error(slow) == (
+        "timeout: the registry did not answer in time "
+        "(GET http://127.0.0.1:9/v1/channels/prod): ReadTimeout"
+    )
+    broken = translate(httpx.ReadError("reset", request=request), received=7)
+    assert describe_error(broken) == (
+        "transfer_failed: the transfer from the registry broke off after 7 bytes "
+        "(GET http://127.0.0.1:9/v1/channels/prod): reset"
+    )
+    assert describe_error(translate(httpx.ConnectError("boom"))) == (
+        "unavailable: cannot reach the registry: boom"
+    )
 
 
 def test_long_details_are_cut() -> None:

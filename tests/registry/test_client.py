@@ -141,6 +141,7 @@ def test_every_error_code_becomes_its_typed_error(code: str, status: int) -> Non
     assert type(caught.value) is errors.ERROR_CLASSES[code]
     assert caught.value.code == code
     assert caught.value.detail == detail
+    assert (caught.value.status_code, caught.value.response) == (status, response)
 
 
 @pytest.mark.parametrize(
@@ -149,16 +150,21 @@ def test_every_error_code_becomes_its_typed_error(code: str, status: int) -> Non
         (404, "<html>not here</html>", errors.NotFoundError),
         (409, "", errors.ConflictError),
         (422, "nope", errors.InvalidError),
-        (502, "bad gateway", errors.RegistryError),
+        (500, "oops", errors.RegistryError),
+        (502, "bad gateway", errors.RegistryUnavailableError),
+        (503, "", errors.RegistryUnavailableError),
+        (504, "gateway timeout", errors.RegistryTimeoutError),
     ],
 )
 def test_a_body_without_a_code_falls_back_to_the_status(
     status: int, body: str, expected: type[errors.RegistryError]
 ) -> None:
+    response = httpx.Response(status, text=body)
     with pytest.raises(errors.RegistryError) as caught:
-        raise_for_error(httpx.Response(status, text=body))
+        raise_for_error(response)
     assert type(caught.value) is expected
     assert str(status) in str(caught.value.detail)
+    assert (caught.value.status_code, caught.value.response) == (status, response)
 
 
 @pytest.mark.parametrize("status", [200, 201, 204, 304, 307])

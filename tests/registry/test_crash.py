@@ -24,7 +24,7 @@ import pytest
 from harness import make_tokens, make_world
 from live import live_harness
 
-from cli.demo import EmbeddedRegistry, embedded_registry
+from cli.launcher import EmbeddedRegistry, embedded_registry
 from registry.db.migrate import upgrade
 from registry.db.session import Database
 

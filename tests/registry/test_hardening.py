@@ -15,7 +15,7 @@ import pytest
 from conftest import build_harness
 from harness import Harness, World, make_world
 
-from cli.demo import embedded_registry
+from cli.launcher import embedded_registry
 from registry.db.migrate import upgrade
 from registry.services.tokens import create_token
 

@@ -19,7 +19,7 @@ from factories import backbone_manifest_json, write_backbone
 from harness import Harness, World, make_world
 from live import THREADS, assert_consistent, at_once, events_about, live_harness, statuses
 
-from cli.demo import EmbeddedRegistry, embedded_registry
+from cli.launcher import EmbeddedRegistry, embedded_registry
 
 pytestmark = pytest.mark.postgres
 

@@ -8,13 +8,13 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.engines import ScriptedEngine, by_adapter, call
 
 from runtime import chat
 from runtime.agent import Agent, AgentConfig
 from runtime.episode import EpisodeManager
 from runtime.kb import serve_search_tool
 from runtime.policy import HardPolicy, SoftPolicy
-from runtime.testing import ScriptedEngine, by_adapter, call
 from runtime.tools import McpToolbox
 
 TASK = "What is the capital of France?"

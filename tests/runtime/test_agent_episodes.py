@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 
 import pytest
+from support.engines import ScriptedEngine
 
 from runtime.episode import EpisodeManager, EpisodeNotFoundError, TooManyEpisodesError
 from runtime.policy import HardPolicy, SoftPolicy
-from runtime.testing import ScriptedEngine
 
 
 def test_episodes_have_their_own_session_and_state() -> None:

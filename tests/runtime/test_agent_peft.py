@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 import torch
+from support.engines import ForcedEngine, by_adapter, call
 
 from runtime import chat
 from runtime.agent import Agent, AgentConfig
@@ -19,7 +20,6 @@ from runtime.engine import AdapterSpec
 from runtime.episode import EpisodeManager
 from runtime.kb import serve_search_tool
 from runtime.policy import HardPolicy
-from runtime.testing import ForcedEngine, by_adapter, call
 from runtime.tools import DEFAULT_DESCRIPTIONS, McpToolbox
 
 SCRIPT = {

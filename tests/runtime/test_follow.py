@@ -14,7 +14,7 @@ pytest.importorskip("peft")
 
 from click.testing import CliRunner  # noqa: E402
 
-from cli.demo import EmbeddedRegistry, create_token_directly, embedded_registry  # noqa: E402
+from cli.launcher import EmbeddedRegistry  # noqa: E402
 from cli.main import app  # noqa: E402
 from registry.client import RegistryClient  # noqa: E402
 from runtime.errors import AuditMismatchError  # noqa: E402
@@ -57,29 +57,29 @@ class Registry:
 
 @pytest.fixture(scope="module")
 def registry(
-    tiny_backbone: Path, tiny_adapters: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+    registry_server: EmbeddedRegistry, tiny_backbone: Path, tiny_adapters: dict[str, Path]
 ) -> Iterator[Registry]:
-    with embedded_registry(tmp_path_factory.mktemp("registry")) as server:
-        admin = RegistryClient(server.url, create_token_directly(server.database_url, "r", "admin"))
-        tokens = {
-            role: admin.create_token(name=name, role=role)["token"]
-            for name, role in (("alice", "publisher"), ("bob", "approver"), ("nodes", "node"))
-        }
-        alice, bob = (
-            RegistryClient(server.url, tokens["publisher"]),
-            RegistryClient(server.url, tokens["approver"]),
-        )
-        root = admin.register_backbone(
-            name="tiny", manifest=manifest_of_path(tiny_backbone).to_json()
-        )["root"]
-        for order, name in enumerate(ORDER):
-            admin.create_capability(name=name, description=f"{name} it.", order=order)
-        reg = Registry(server, admin, alice, bob, tokens["node"], root, {})
-        for seed, (capability, path) in enumerate(tiny_adapters.items(), 1):
-            reg.adapters[capability] = int(reg.publish(path, capability, seed)["id"])
-        yield reg
-        for client in (admin, alice, bob):
-            client.close()
+    server = registry_server
+    admin = RegistryClient(server.url, server.bootstrap_token("r", "admin"))
+    tokens = {
+        role: admin.create_token(name=name, role=role)["token"]
+        for name, role in (("alice", "publisher"), ("bob", "approver"), ("nodes", "node"))
+    }
+    alice, bob = (
+        RegistryClient(server.url, tokens["publisher"]),
+        RegistryClient(server.url, tokens["approver"]),
+    )
+    root = admin.register_backbone(name="tiny", manifest=manifest_of_path(tiny_backbone).to_json())[
+        "root"
+    ]
+    for order, name in enumerate(ORDER):
+        admin.create_capability(name=name, description=f"{name} it.", order=order)
+    reg = Registry(server, admin, alice, bob, tokens["node"], root, {})
+    for seed, (capability, path) in enumerate(tiny_adapters.items(), 1):
+        reg.adapters[capability] = int(reg.publish(path, capability, seed)["id"])
+    yield reg
+    for client in (admin, alice, bob):
+        client.close()
 
 
 @pytest.fixture
@@ -218,7 +218,7 @@ def test_start_refuses_a_backbone_other_than_the_revisions(
     [
         (["--adapter", "plan={dir}", "--registry", "http://x", "--channel", "prod"], "exclusive"),
         (["--registry", "http://x"], "go together"),
-        (["--channel", "prod"], "go together"),
+        (["--channel", "prod", "--registry", "x:1"], "expected http(s)://HOST[:PORT]"),
     ],
 )
 def test_serve_takes_adapters_or_a_channel(
@@ -236,8 +236,7 @@ def test_serve_follows_a_channel(
     """`serve --registry --channel` in-process: the app uvicorn gets serves the revision."""
     import httpx
     import uvicorn
-
-    from runtime.testing import serve
+    from support.serving import serve
 
     revision = registry.promote("cli", registry.adapters)
     seen: dict[str, Any] = {}

@@ -9,11 +9,13 @@ from collections.abc import Iterator
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from support.engines import ScriptedEngine
+from support.mcp_stdio import stdio_parameters
+from support.serving import serve
 
+from runtime.mcp_server import EPISODE_META_KEY
 from runtime.policy import SoftPolicy
 from runtime.server import create_app
-from runtime.testing import ScriptedEngine, serve
-from runtime.tools import EPISODE_META_KEY
 
 
 async def exercise(client: Client) -> list[tuple[bool, str]]:
@@ -46,7 +48,7 @@ async def tool_list(client: Client) -> dict[str, str]:
 
 
 def test_stdio() -> None:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "runtime.testing"])
+    params = stdio_parameters()
 
     async def main():
         async with Client(params) as client:
@@ -226,7 +228,8 @@ def test_external_tools_over_each_transport(transport, request) -> None:
 def test_toolbox_refuses_clashing_tool_names(clash) -> None:
     from runtime.episode import EpisodeManager
     from runtime.kb import serve_search_tool
-    from runtime.tools import McpToolbox, ToolConflictError, build_mcp_server
+    from runtime.mcp_server import build_mcp_server
+    from runtime.tools import McpToolbox, ToolConflictError
 
     if clash == "load_lora":
         servers = [build_mcp_server(EpisodeManager(ScriptedEngine()))]

@@ -110,8 +110,7 @@ def free_port() -> int:
 def test_serve_builds_a_guarded_app_on_localhost(tiny_backbone, tiny_adapters, monkeypatch):
     """`serve` in-process: the app it hands to uvicorn, then served for real."""
     import uvicorn
-
-    from runtime.testing import serve
+    from support.serving import serve
 
     seen = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, host, port: seen.update(app=app, host=host))

@@ -8,10 +8,11 @@ from collections.abc import Iterator
 import anyio
 import httpx
 import pytest
+from support.engines import ScriptedEngine, call
+from support.serving import serve
 
 from runtime.kb import serve_search_tool
 from runtime.server import create_app
-from runtime.testing import ScriptedEngine, call, serve
 
 SCRIPT = [
     call("load_lora", capability="plan"),

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.serving import serve
 
 from runtime.agent import AgentConfig
 from runtime.engine import AdapterSpec
 from runtime.server import create_app
-from runtime.testing import serve
 
 
 @pytest.fixture(scope="module")

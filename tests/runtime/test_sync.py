@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("peft")
 
-from cli.demo import EmbeddedRegistry, create_token_directly, embedded_registry  # noqa: E402
+from cli.launcher import EmbeddedRegistry  # noqa: E402
 from registry import errors  # noqa: E402
 from registry.client import RegistryClient  # noqa: E402
 from runtime.engine import AdapterSpec  # noqa: E402
@@ -47,28 +47,27 @@ class Registry:
 
 @pytest.fixture(scope="module")
 def registry(
-    tiny_backbone: Path, tiny_adapters: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+    registry_server: EmbeddedRegistry, tiny_backbone: Path, tiny_adapters: dict[str, Path]
 ) -> Iterator[Registry]:
-    workdir = tmp_path_factory.mktemp("registry")
-    with embedded_registry(workdir) as server:
-        admin = RegistryClient(server.url, create_token_directly(server.database_url, "r", "admin"))
-        clients = {
-            role: RegistryClient(server.url, admin.create_token(name=name, role=role)["token"])
-            for name, role in (("alice", "publisher"), ("bob", "approver"), ("node-1", "node"))
-        }
-        manifest = manifest_of_path(tiny_backbone).to_json()
-        root = admin.register_backbone(name="tiny", manifest=manifest)["root"]
-        for order, (name, description) in enumerate(DESCRIPTIONS.items()):
-            admin.create_capability(name=name, description=description, order=order)
-        reg = Registry(
-            server, admin, clients["publisher"], clients["approver"], clients["node"], root, {}
-        )
-        for seed, (capability, path) in enumerate(tiny_adapters.items(), 1):
-            reg.adapters[capability] = reg.publish(path, capability, seed)
-        reg.promote("prod", reg.adapters)
-        yield reg
-        for client in (admin, *clients.values()):
-            client.close()
+    server = registry_server
+    admin = RegistryClient(server.url, server.bootstrap_token("r", "admin"))
+    clients = {
+        role: RegistryClient(server.url, admin.create_token(name=name, role=role)["token"])
+        for name, role in (("alice", "publisher"), ("bob", "approver"), ("node-1", "node"))
+    }
+    manifest = manifest_of_path(tiny_backbone).to_json()
+    root = admin.register_backbone(name="tiny", manifest=manifest)["root"]
+    for order, (name, description) in enumerate(DESCRIPTIONS.items()):
+        admin.create_capability(name=name, description=description, order=order)
+    reg = Registry(
+        server, admin, clients["publisher"], clients["approver"], clients["node"], root, {}
+    )
+    for seed, (capability, path) in enumerate(tiny_adapters.items(), 1):
+        reg.adapters[capability] = reg.publish(path, capability, seed)
+    reg.promote("prod", reg.adapters)
+    yield reg
+    for client in (admin, *clients.values()):
+        client.close()
 
 
 def _engine(backbone: Path, specs: list[AdapterSpec]):  # -> PeftEngine

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from support.engines import ScriptedEngine
 
 from runtime.engine import AdapterSpec
 from runtime.errors import (
@@ -17,7 +18,6 @@ from runtime.errors import (
     UnknownAdapterError,
 )
 from runtime.policy import HardPolicy, SoftPolicy
-from runtime.testing import ScriptedEngine
 from runtime.tools import AdapterControl, lora_tool_schemas
 
 

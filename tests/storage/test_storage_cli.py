@@ -67,27 +67,33 @@ def _empty_dir(tmp: Path) -> Path:
     [
         (_bad_header, "bad.safetensors: tensor 'x'"),
         (_too_short, "short.safetensors: too short"),
-        (_missing, "missing.safetensors: No such file"),
         (_empty_dir, "no *.safetensors"),
     ],
 )
-def test_invalid_input_exits_2_with_one_line(
+def test_a_file_that_is_not_safetensors_exits_1_with_one_line(
     tmp_path: Path, make: Callable[[Path], Path], problem: str
 ) -> None:
     code, out, err = _run(str(make(tmp_path)))
-    assert code == 2
+    assert code == 1
     assert out == ""
     assert err.count("\n") == 1
+    assert err.startswith("Error: ")
     assert problem in err
     assert "Traceback" not in err
 
 
-def test_duplicate_tensor_across_paths_exits_2(tmp_path: Path) -> None:
+def test_a_path_that_does_not_exist_is_a_usage_error(tmp_path: Path) -> None:
+    code, out, err = _run(str(_missing(tmp_path)))
+    assert (code, out) == (2, "")
+    assert "missing.safetensors' does not exist" in err
+
+
+def test_duplicate_tensor_across_paths_exits_1(tmp_path: Path) -> None:
     arr = np.ones(2, dtype=np.int8)
     a = write_st(tmp_path / "a.safetensors", {"x": arr})
     b = write_st(tmp_path / "b.safetensors", {"x": arr})
     code, _, err = _run(str(a), str(b))
-    assert (code, err.count("\n")) == (2, 1)
+    assert (code, err.count("\n")) == (1, 1)
     assert "'x'" in err
 
 
@@ -98,6 +104,6 @@ def test_installed_entry_point(tmp_path: Path) -> None:
     ok = subprocess.run([weact, "manifest", good], capture_output=True, text=True, check=False)
     assert (ok.returncode, ok.stdout.strip()) == (0, manifest_of_file(good).root)
     err = subprocess.run([weact, "manifest", bad], capture_output=True, text=True, check=False)
-    assert err.returncode == 2
+    assert err.returncode == 1
     assert err.stderr.splitlines() == [err.stderr.strip()]
     assert str(bad) in err.stderr

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from registry_server import weact_serve
 from trainer_helpers import short
 
+from cli.launcher import EmbeddedRegistry
 from cli.main import app
 from registry.client import RegistryClient
 from storage.manifest import manifest_of_path
@@ -34,17 +34,16 @@ def _sha(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory, tiny_backbone: Path) -> Iterator[dict]:
-    workdir = tmp_path_factory.mktemp("registry")
-    with weact_serve(workdir) as reg:
-        admin = RegistryClient(reg.url, reg.admin_token)
-        publisher = admin.create_token(name="alice", role="publisher")["token"]
-        admin.register_backbone(name="tiny", manifest=manifest_of_path(tiny_backbone).to_json())
-        for order, cap in enumerate(["plan", "search", "write", "code"]):
-            admin.create_capability(name=cap, description=f"{cap} adapter", order=order)
-        with RegistryClient(reg.url, publisher) as client:
-            yield {"url": reg.url, "token": publisher, "client": client, "admin": admin}
-        admin.close()
+def registry(registry_server: EmbeddedRegistry, tiny_backbone: Path) -> Iterator[dict]:
+    url = registry_server.url
+    admin = RegistryClient(url, registry_server.bootstrap_token("root", "admin"))
+    publisher = admin.create_token(name="alice", role="publisher")["token"]
+    admin.register_backbone(name="tiny", manifest=manifest_of_path(tiny_backbone).to_json())
+    for order, cap in enumerate(["plan", "search", "write", "code"]):
+        admin.create_capability(name=cap, description=f"{cap} adapter", order=order)
+    with RegistryClient(url, publisher) as client:
+        yield {"url": url, "token": publisher, "client": client, "admin": admin}
+    admin.close()
 
 
 @pytest.fixture(scope="module")

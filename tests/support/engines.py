@@ -1,4 +1,4 @@
-"""A scripted engine for tests and examples: the `Engine` seam without a model.
+"""Scripted engines for tests: the `Engine` seam without a model, or with scripted replies.
 
 `ScriptedEngine` replays assistant replies from a script instead of decoding, and keeps the
 rest of the contract real: one `ScriptedSession` per episode with its own token history, its
@@ -8,11 +8,7 @@ and prefetches for assertions. `CharTokenizer` is a dependency-free tokenizer wi
 special tokens, so the agent loop runs without transformers.
 
 `ForcedEngine` wraps a real engine (PeftEngine) and teacher-forces scripted replies through
-real forward passes, for end-to-end tests on a random tiny model. `serve(app)` runs an ASGI
-app under uvicorn on a free local port, for tests over real HTTP.
-
-`python -m runtime.testing` serves the runtime's MCP tools over stdio on a scripted engine
-with the capabilities plan, search and write (for transport tests).
+real forward passes, for end-to-end tests on a random tiny model.
 """
 
 from __future__ import annotations
@@ -20,8 +16,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -316,42 +311,3 @@ def call(name: str, **arguments: object) -> str:
     import json
 
     return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
-
-
-@contextmanager
-def serve(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
-    """Serve an ASGI app with uvicorn on a free local port in a thread; yields its base URL."""
-    import socket
-
-    import uvicorn
-
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port = sock.getsockname()[1]
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
-
-
-def main() -> None:  # pragma: no cover - exercised through a subprocess
-    from runtime.episode import EpisodeManager
-    from runtime.policy import SoftPolicy
-    from runtime.tools import build_mcp_server
-
-    episodes = EpisodeManager(ScriptedEngine(), policy=SoftPolicy())
-    build_mcp_server(episodes, stdio=True).run("stdio")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -1,8 +1,9 @@
 """`weact fsck` and `weact gc`: maintenance commands that open the database and the blob
-store directly (like `weact serve`), mounted lazily by cli/main.py.
+store directly (like `weact serve`).
 
 Exit status: 0 clean (fsck) or done (gc); 1 fsck found a problem; 2 the command could not
-run (unreachable database, unmigrated schema, bad option).
+run (unreachable database, unmigrated schema: `UncheckedError`, as for `weact gate`) or a
+usage error.
 """
 
 from __future__ import annotations
@@ -19,14 +20,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from registry.cli.errors import UncheckedError
+from registry.cli.options import json_option
+
 F = TypeVar("F", bound=Callable[..., Any])
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-class MaintenanceError(click.ClickException):
-    """A command that could not run: one line on stderr, exit 2."""
-
-    exit_code = 2
 
 
 def parse_duration(text: str) -> float:
@@ -42,7 +40,7 @@ def _store_options(fn: F) -> F:
         click.option("--database-url", envvar="WEACT_DATABASE_URL", default=None),
         click.option("--store", "store_url", envvar="WEACT_STORE_URL", default=None),
         click.option("--s3-endpoint-url", envvar="WEACT_S3_ENDPOINT_URL", default=None),
-        click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts."),
+        json_option,
     )
     for option in reversed(options):
         fn = option(fn)
@@ -60,7 +58,7 @@ def _could_not_run(fn: F) -> F:
             return fn(*args, **kwargs)
         except (SQLAlchemyError, StorageError, OSError, RuntimeError, TypeError) as exc:
             cause = getattr(exc, "orig", None) or exc
-            raise MaintenanceError(" ".join(f"{type(cause).__name__}: {cause}".split())) from exc
+            raise UncheckedError(" ".join(f"{type(cause).__name__}: {cause}".split())) from exc
 
     return wrapper  # type: ignore[return-value]
 

@@ -1,0 +1,107 @@
+"""A real registry in a child process: `weact serve` on a free port, for the demo and tests.
+
+`embedded_registry(workdir)` starts the `weact` console script of this interpreter, waits for
+`/v1/healthz` and stops the server when the block exits. What is not given runs on serve's
+embedded defaults, relative to `workdir`: SQLite at `.weact/registry.db`, blobs under
+`.weact/blobs`. `EmbeddedRegistry.bootstrap_token` writes the first (admin) token straight
+into the database, as `weact token create` does, since nothing can create one over HTTP yet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+# Registry settings a user may have exported; the child must use the ones given here.
+_REGISTRY_ENV = ("WEACT_DATABASE_URL", "WEACT_STORE_URL")
+
+
+@dataclass(frozen=True)
+class EmbeddedRegistry:
+    """A running `weact serve`: its URL, where it keeps its data, its process and log."""
+
+    url: str
+    database_url: str
+    store_url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def bootstrap_token(self, name: str, role: str) -> str:
+        """A token written straight into the database (as `weact token create`)."""
+        from registry.db.session import session_scope
+        from registry.services.tokens import create_token
+
+        with session_scope(self.database_url) as session:
+            _, secret = create_token(session=session, name=name, role=role)
+        return secret
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def weact_command() -> list[str]:
+    """The `weact` console script of this interpreter (or the same entry point via -c)."""
+    script = Path(sys.executable).with_name("weact")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from cli.main import main; main()"]
+
+
+@contextlib.contextmanager
+def embedded_registry(
+    workdir: Path,
+    database_url: str | None = None,
+    store_url: str | None = None,
+    timeout: float = 60.0,
+) -> Iterator[EmbeddedRegistry]:
+    """Run `weact serve` on a free port in `workdir` until the block exits."""
+    port = free_port()
+    argv = weact_command() + ["serve", "--port", str(port), "--log-level", "warning"]
+    if database_url is None:
+        database_url = f"sqlite:///{workdir / '.weact' / 'registry.db'}"
+    else:
+        argv += ["--database-url", database_url]
+    if store_url is None:
+        store_url = str(workdir / ".weact" / "blobs")
+    else:
+        argv += ["--store", store_url]
+    env = {k: v for k, v in os.environ.items() if k not in _REGISTRY_ENV}
+    log = workdir / "serve.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
+    registry = EmbeddedRegistry(f"http://127.0.0.1:{port}", database_url, store_url, process, log)
+    try:
+        _wait_healthy(registry, timeout)
+        yield registry
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_healthy(registry: EmbeddedRegistry, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if registry.process.poll() is not None:
+            raise RuntimeError(f"weact serve exited:\n{registry.log.read_text()[-2000:]}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{registry.url}/v1/healthz", timeout=1).status_code == 200:
+                return
+        time.sleep(0.1)
+    tail = registry.log.read_text()[-2000:]
+    raise RuntimeError(f"weact serve not healthy after {timeout} s:\n{tail}")

@@ -1,0 +1,14 @@
+"""`weact` commands of the registry, one module per group (mounted lazily by cli/main.py).
+
+    errors.py    one line on stderr and an exit code for every failure (every package's CLI)
+    options.py   --url / WEACT_URL, --token, --json, and `client_command`
+    output.py    tables or JSON, transfer progress;  tables.py  the tables themselves
+    server.py    serve, db upgrade, token create|list (the database directly)
+    catalog.py   backbone, capability
+    adapters.py  adapter push|pull|list|show|lineage, approve, reject, revoke
+    channels.py  promote, gate, rollback, channel list|show|revisions|wait
+    audit.py     audit events
+
+Every command but those of `server.py` is an HTTP client of a running registry built on
+`registry.client`: a rich table for people, `--json` for scripts.
+"""

@@ -1,0 +1,150 @@
+"""`weact promote`, `weact gate` (exit code for CI), `weact rollback`, `weact channel ...`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from registry import errors
+from registry.cli.errors import UncheckedError
+from registry.cli.options import client_command
+from registry.cli.output import Output
+from registry.cli.tables import render_gate, render_revision, render_revisions
+from registry.client import RegistryClient
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def parse_assignments(pairs: Sequence[str]) -> dict[str, int | None]:
+    """`cap=ID` pairs into {cap: id}; `cap=` or `cap=none` removes the capability."""
+    parsed: dict[str, int | None] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{pair!r}: expected CAPABILITY=ID", param_hint="--adapter")
+        if value.strip().lower() in ("", "none", "null"):
+            parsed[name] = None
+        elif value.strip().isdigit():
+            parsed[name] = int(value)
+        else:
+            raise click.BadParameter(f"{pair!r}: ID must be an integer", param_hint="--adapter")
+    return parsed
+
+
+def _parse_order(order: str | None) -> list[str] | None:
+    return [name.strip() for name in order.split(",") if name.strip()] if order else None
+
+
+def _promotion_options(fn: F) -> F:
+    options = [
+        click.argument("channel"),
+        click.option("--adapter", "adapters", multiple=True, metavar="CAP=ID", help="Repeatable."),
+        click.option("--order", default=None, help="Hard order, comma separated."),
+        click.option("--backbone", "backbone_root", default=None, help="Backbone root."),
+        click.option("--expected-revision", type=int, default=None),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _promotion(
+    adapters: Sequence[str], order: str | None, backbone_root: str | None, **rest: Any
+) -> dict[str, Any]:
+    """The PromoteRequest fields of the promote and gate options (the server takes the
+    backbone from the adapters when a new channel is named without one)."""
+    return {
+        "adapters": parse_assignments(adapters),
+        "order": _parse_order(order),
+        "backbone": backbone_root,
+        **rest,
+    }
+
+
+@click.command()
+@_promotion_options
+@click.option("--reason", default=None, help="Why, stored on the revision.")
+@client_command()
+def promote(client: RegistryClient, out: Output, channel: str, **options: Any) -> None:
+    """Promote adapters into CHANNEL as a new revision, if the gate passes."""
+    request = _promotion(**options)
+    try:
+        result = client.promote(channel, **request)
+    except errors.GateFailedError as exc:
+        if isinstance(exc.detail, dict):
+            out.show(exc.detail, render_gate)
+        raise
+    out.show(result, lambda r: render_revision(r["revision"]))
+
+
+@click.command()
+@_promotion_options
+@client_command(UncheckedError)
+def gate(client: RegistryClient, out: Output, channel: str, **options: Any) -> None:
+    """Dry-run the gate for a promotion: exit 0 pass, 1 fail, 2 could not check."""
+    report = client.gate(channel, **_promotion(**options))
+    out.show(report, render_gate)
+    if not report["passed"]:
+        raise click.exceptions.Exit(1)
+
+
+@click.command()
+@click.argument("channel")
+@click.option("--to", "to_revision", type=int, required=True, help="Revision to restore.")
+@click.option("--expected-revision", type=int, default=None)
+@click.option("--reason", default=None, help="Why, stored on the revision.")
+@client_command()
+def rollback(
+    client: RegistryClient,
+    out: Output,
+    channel: str,
+    to_revision: int,
+    expected_revision: int | None,
+    reason: str | None,
+) -> None:
+    """Append a revision to CHANNEL equal to an earlier one."""
+    rev = client.rollback(
+        channel, to_revision=to_revision, expected_revision=expected_revision, reason=reason
+    )
+    out.show(rev, render_revision)
+
+
+@click.group()
+def channel() -> None:
+    """Show channels and their revisions."""
+
+
+@channel.command("list")
+@client_command()
+def channel_list(client: RegistryClient, out: Output) -> None:
+    """The current revision of every channel."""
+    out.show(client.list_channels(), render_revisions)
+
+
+@channel.command("show")
+@click.argument("name")
+@client_command()
+def channel_show(client: RegistryClient, out: Output, name: str) -> None:
+    """The current revision of a channel."""
+    out.show(client.get_channel(name), render_revision)
+
+
+@channel.command("revisions")
+@click.argument("name")
+@client_command()
+def channel_revisions(client: RegistryClient, out: Output, name: str) -> None:
+    """Every revision of a channel, oldest first."""
+    out.show(client.channel_revisions(name), render_revisions)
+
+
+@channel.command("wait")
+@click.argument("name")
+@click.option("--after", type=int, required=True, help="Return once the revision passes this.")
+@click.option("--wait", "wait_s", type=float, default=30.0, show_default=True)
+@client_command()
+def channel_wait(client: RegistryClient, out: Output, name: str, after: int, wait_s: float) -> None:
+    """Long-poll a channel; prints the new revision, or null when none came in time."""
+    rev = client.wait_for_channel(name, after=after, wait=wait_s)
+    out.show(rev, lambda r: render_revision(r) if r else f"no revision after {after}")

@@ -1,0 +1,112 @@
+"""How every `weact` command fails: one line on stderr, never a traceback, and an exit code.
+
+    0  done
+    1  the operation failed or was refused (an error answer, no answer, a broken chain,
+       a file that is not what it should be)             -> `CommandError`
+    2  a usage error (click's own: a bad option or argument), and for `weact gate` a check
+       that could not run                                   -> `click.UsageError`, `UncheckedError`
+
+`fail_cleanly()` wraps a command so that the typed errors it can meet (those of
+`registry.errors` and `storage.errors`, `OSError`, plus the package's own tree passed as
+`also`: `RuntimeEngineError`, `TrainerError`) become a `CommandError`, which click prints as
+`Error: <one line>`. The runtime and the trainers use it too (they may import the registry's
+client side); `storage/cli.py` may import nothing of the project and keeps the same
+convention with click alone. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from registry import errors
+from storage.errors import StorageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class CommandError(click.ClickException):
+    """A failure shown as one line on stderr (click prints `Error: <message>`), exit 1."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
+
+
+class UncheckedError(CommandError):
+    """A check (`weact gate`) that could not run: exit 2, apart from a failed check's 1."""
+
+    exit_code = EXIT_USAGE
+
+
+def describe_error(exc: BaseException) -> str:
+    """The one-line message of an error a command can run into."""
+    if isinstance(exc, errors.GateFailedError) and isinstance(exc.detail, dict):
+        failing = [c["benchmark"] for c in exc.detail.get("checks", []) if c["verdict"] != "pass"]
+        return f"gate_failed: promotion refused by the gate ({', '.join(failing) or 'no checks'})"
+    if isinstance(exc, errors.RegistryError):
+        return f"{exc.code}: {one_line(exc.detail)}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON: {exc}"
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return one_line(f"{exc.filename}: {exc.strerror}")
+    return one_line(str(exc) or type(exc).__name__)
+
+
+def one_line(detail: Any, limit: int = 400) -> str:
+    """`detail` (a message, a server's structured detail) as one line of at most `limit`."""
+    text = " ".join(_detail_text(detail).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _detail_text(detail: Any) -> str:
+    """A server error's detail as text: a message, its problems, or validation errors."""
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, dict) and isinstance(detail.get("message"), str):
+        problems = detail.get("problems")
+        listed = "; ".join(map(str, problems)) if isinstance(problems, list) else ""
+        return f"{detail['message']}: {listed}" if listed else detail["message"]
+    if isinstance(detail, list) and all(isinstance(d, dict) and "msg" in d for d in detail):
+        return "; ".join(f"{'.'.join(map(str, d.get('loc', ())))}: {d['msg']}" for d in detail)
+    return json.dumps(detail, separators=(",", ":"))
+
+
+HANDLED: tuple[type[Exception], ...] = (
+    errors.RegistryError,
+    StorageError,
+    OSError,
+    json.JSONDecodeError,
+)
+"""What any command may fail with, besides its package's own error tree."""
+
+
+def fail_cleanly(
+    *also: type[Exception], error: type[CommandError] = CommandError
+) -> Callable[[F], F]:
+    """Turn the errors a command can meet into `error`: one line on stderr, its exit code.
+
+    Catches the typed errors of the registry and storage, `OSError`, JSON that does not
+    parse, and the `also` classes (a package's own error base).
+    """
+    handled = (*HANDLED, *also)
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except handled as exc:
+                raise error(describe_error(exc)) from exc
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

@@ -1,0 +1,100 @@
+"""Options every registry client command shares: where the registry is, who asks, JSON.
+
+One variable names the registry for every command of every package: `WEACT_URL`. The
+registry commands take it as `--url`, `weact train` and `weact runtime serve` as
+`--registry`; each reads, in order, the option, `$WEACT_URL`, the deprecated
+`$WEACT_REGISTRY_URL` (with a one-line warning on stderr), then `http://127.0.0.1:8000`.
+A value that is not an http(s) URL is a usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from registry import errors
+from registry.cli.errors import CommandError, fail_cleanly
+from registry.cli.output import Output
+from registry.client import RegistryClient
+from registry.client.transport import check_url
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+URL_ENV = "WEACT_URL"
+DEPRECATED_URL_ENVS = ("WEACT_REGISTRY_URL",)
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def registry_url(given: str | None) -> str:
+    """The registry URL: `given`, else `$WEACT_URL`, else a deprecated variable, else the
+    default; `InvalidError` if it is not http(s)://HOST[:PORT]."""
+    url = given or os.environ.get(URL_ENV) or _deprecated_env() or DEFAULT_URL
+    return check_url(url)
+
+
+def _deprecated_env() -> str | None:
+    for name in DEPRECATED_URL_ENVS:
+        value = os.environ.get(name)
+        if value:
+            _warn_deprecated(name)
+            return value
+    return None
+
+
+@functools.cache
+def _warn_deprecated(name: str) -> None:
+    """Once per process (`weact train publish` reads the URL twice: group and command)."""
+    click.echo(f"Warning: {name} is deprecated, set {URL_ENV} instead", err=True)
+
+
+class RegistryUrlOption(click.Option):
+    """The registry URL option (the CLI tests find every registry command by it)."""
+
+
+def _resolve(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    try:
+        return registry_url(value)
+    except errors.InvalidError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from exc
+
+
+def registry_url_option(*decls: str, help: str = "Registry URL.") -> Callable[[F], F]:
+    """`--url`/`--registry` (give the declarations), read as the module docstring says."""
+    return click.option(
+        *decls,
+        cls=RegistryUrlOption,
+        default=None,
+        callback=_resolve,
+        metavar="URL",
+        help=f"{help} [default: ${URL_ENV}, else {DEFAULT_URL}]",
+    )
+
+
+def token_option(*decls: str, help: str = "Bearer token.") -> Callable[[F], F]:
+    return click.option(*(decls or ("--token",)), envvar="WEACT_TOKEN", default=None, help=help)
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(fn)
+
+
+def client_command(error: type[CommandError] = CommandError) -> Callable[[F], F]:
+    """Add --url/--token/--json and call the command with `client=` and `out=`."""
+
+    def decorate(fn: F) -> F:
+        @registry_url_option("--url", "url")
+        @token_option()
+        @json_option
+        @fail_cleanly(error=error)
+        @functools.wraps(fn)
+        def wrapper(url: str, token: str | None, as_json: bool, **kwargs: Any) -> Any:
+            with RegistryClient(url, token) as client:
+                return fn(client=client, out=Output(as_json), **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

@@ -1,0 +1,45 @@
+"""Results for people (rich tables) or scripts (`--json`), and progress bars for transfers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.console import Console, RenderableType
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+from registry.client import ProgressCallback
+
+
+class Output:
+    """Prints results: JSON on stdout with `--json`, rich renderables otherwise."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.console = Console()
+
+    def show(self, data: Any, render: Callable[[Any], RenderableType]) -> None:
+        if self.as_json:
+            click.echo(json.dumps(data, indent=2, sort_keys=True))
+        else:
+            self.console.print(render(data))
+
+
+@contextmanager
+def transfer_progress(description: str) -> Iterator[ProgressCallback | None]:
+    """A progress bar on stderr for a transfer, when stderr is a terminal."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
+    with Progress(*columns, TransferSpeedColumn(), console=console, transient=True) as progress:
+        task = progress.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total or None)
+
+        yield update

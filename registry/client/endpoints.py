@@ -1,0 +1,331 @@
+"""The JSON endpoints of the registry API (docs/CONTRACTS.md section 2), one method each.
+
+`Endpoints` is the base of `RegistryClient`, which adds the methods that move files.
+Answers come back as the plain dicts of `registry.client.records`; every failure, an error
+answer or no answer at all, as a typed `registry.errors.RegistryError` (see `transport`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal, Self, cast
+
+import httpx
+
+from registry import errors
+from registry.client.records import (
+    Adapter,
+    AdapterPage,
+    Backbone,
+    Benchmark,
+    Capability,
+    Evaluation,
+    Event,
+    EventsVerification,
+    GateReport,
+    Health,
+    Lineage,
+    Node,
+    PromoteResult,
+    Revision,
+    State,
+    TokenCreated,
+)
+from registry.client.transfers import provenance_body
+from registry.client.transport import Transport, read_json
+
+
+class Endpoints:
+    """One method per JSON endpoint of the registry API; see docs/CONTRACTS.md section 2.
+
+    `url` is the registry's base URL (`http(s)://HOST[:PORT]`; `InvalidError` otherwise),
+    `token` a bearer token, `timeout` seconds for each request (a long-poll adds its wait).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        timeout: float = 30.0,
+        *,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._transport = Transport(url, token, timeout, transport)
+        self.url = self._transport.url
+        self.timeout = timeout
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def _get(self, path: str, **params: Any) -> Any:
+        clean = {key: value for key, value in params.items() if value is not None}
+        return self._transport.json("GET", path, params=clean)
+
+    def _post(self, path: str, body: Mapping[str, Any]) -> Any:
+        return self._transport.json("POST", path, json=dict(body))
+
+    # -- service -----------------------------------------------------------------------
+
+    def healthz(self) -> Health:
+        return cast(Health, self._get("/healthz"))
+
+    def metrics(self) -> str:
+        return self._transport.request("GET", "/metrics").text
+
+    def create_token(self, *, name: str, role: str) -> TokenCreated:
+        return cast(TokenCreated, self._post("/tokens", {"name": name, "role": role}))
+
+    # -- backbones and capabilities ----------------------------------------------------
+
+    def register_backbone(self, *, name: str, manifest: Mapping[str, Any]) -> Backbone:
+        return cast(Backbone, self._post("/backbones", {"name": name, "manifest": manifest}))
+
+    def list_backbones(self) -> list[Backbone]:
+        return cast(list[Backbone], self._get("/backbones"))
+
+    def get_backbone(self, id_or_root: int | str) -> Backbone:
+        return cast(Backbone, self._get(f"/backbones/{id_or_root}"))
+
+    def create_capability(
+        self, *, name: str, description: str, order: int | None = None
+    ) -> Capability:
+        body = {"name": name, "description": description, "order": order}
+        return cast(Capability, self._post("/capabilities", body))
+
+    def list_capabilities(self) -> list[Capability]:
+        return cast(list[Capability], self._get("/capabilities"))
+
+    def get_capability(self, name: str) -> Capability:
+        return cast(Capability, self._get(f"/capabilities/{name}"))
+
+    # -- adapters ----------------------------------------------------------------------
+
+    def register_adapter(
+        self,
+        *,
+        capability: str,
+        backbone: str,
+        files: Mapping[str, str],
+        parent_id: int | None = None,
+        label: str | None = None,
+        provenance: Mapping[str, Any] | None = None,
+    ) -> Adapter:
+        """`POST /v1/adapters` for files already uploaded (digests by file name)."""
+        body = {
+            "capability": capability,
+            "backbone": backbone,
+            "parent_id": parent_id,
+            "label": label,
+            "files": dict(files),
+            "provenance": provenance_body(provenance),
+        }
+        return cast(Adapter, self._post("/adapters", body))
+
+    def list_adapters(
+        self,
+        *,
+        capability: str | None = None,
+        backbone: str | None = None,
+        state: State | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> AdapterPage:
+        page = self._get(
+            "/adapters",
+            capability=capability,
+            backbone=backbone,
+            state=state,
+            limit=limit,
+            offset=offset,
+        )
+        return cast(AdapterPage, page)
+
+    def get_adapter(self, adapter_id: int) -> Adapter:
+        return cast(Adapter, self._get(f"/adapters/{adapter_id}"))
+
+    def lineage(self, adapter_id: int) -> Lineage:
+        return cast(Lineage, self._get(f"/adapters/{adapter_id}/lineage"))
+
+    def approve(self, adapter_id: int, reason: str | None = None) -> Adapter:
+        return self._decide(adapter_id, "approve", reason)
+
+    def reject(self, adapter_id: int, reason: str | None = None) -> Adapter:
+        return self._decide(adapter_id, "reject", reason)
+
+    def revoke(self, adapter_id: int, reason: str | None = None) -> Adapter:
+        return self._decide(adapter_id, "revoke", reason)
+
+    def _decide(self, adapter_id: int, verb: str, reason: str | None) -> Adapter:
+        return cast(Adapter, self._post(f"/adapters/{adapter_id}/{verb}", {"reason": reason}))
+
+    # -- benchmarks and evaluations ----------------------------------------------------
+
+    def create_benchmark(
+        self,
+        *,
+        name: str,
+        version: int,
+        dataset_digest: str,
+        scope: str,
+        metric: str,
+        direction: Literal["higher", "lower"],
+        tolerance: float,
+    ) -> Benchmark:
+        body = {
+            "name": name,
+            "version": version,
+            "dataset_digest": dataset_digest,
+            "scope": scope,
+            "metric": metric,
+            "direction": direction,
+            "tolerance": tolerance,
+        }
+        return cast(Benchmark, self._post("/benchmarks", body))
+
+    def create_evaluation(
+        self,
+        *,
+        benchmark: str,
+        benchmark_version: int,
+        score: float,
+        n: int,
+        items_digest: str | None = None,
+        library_digest: str | None = None,
+        adapter_id: int | None = None,
+    ) -> Evaluation:
+        """Record a score for a library (by digest) or for one adapter version."""
+        if (library_digest is None) == (adapter_id is None):
+            raise errors.InvalidError("give exactly one of library_digest and adapter_id")
+        body: dict[str, Any] = {
+            "benchmark": benchmark,
+            "benchmark_version": benchmark_version,
+            "score": score,
+            "n": n,
+            "items_digest": items_digest,
+        }
+        if library_digest is not None:
+            body["library_digest"] = library_digest
+        else:
+            body["adapter_id"] = adapter_id
+        return cast(Evaluation, self._post("/evaluations", body))
+
+    def list_benchmarks(self) -> list[Benchmark]:
+        return cast(list[Benchmark], self._get("/benchmarks"))
+
+    def list_evaluations(self, *, benchmark: str | None = None) -> list[Evaluation]:
+        return cast(list[Evaluation], self._get("/evaluations", benchmark=benchmark))
+
+    # -- channels ----------------------------------------------------------------------
+
+    def list_channels(self) -> list[Revision]:
+        return cast(list[Revision], self._get("/channels"))
+
+    def get_channel(self, name: str) -> Revision:
+        return cast(Revision, self._get(f"/channels/{name}"))
+
+    def channel_revisions(self, name: str) -> list[Revision]:
+        return cast(list[Revision], self._get(f"/channels/{name}/revisions"))
+
+    def wait_for_channel(self, name: str, *, after: int, wait: float = 30.0) -> Revision | None:
+        """Long-poll: the channel's revision once it passes `after`, or None after `wait` s."""
+        response = self._transport.request(
+            "GET",
+            f"/channels/{name}",
+            answers=(304,),
+            params={"after": after, "wait": wait},
+            timeout=wait + self.timeout,
+        )
+        if response.status_code == 304:
+            return None
+        return cast(Revision, read_json(response))
+
+    def gate(
+        self,
+        channel: str,
+        adapters: Mapping[str, int | None],
+        *,
+        backbone: str | None = None,
+        order: Sequence[str] | None = None,
+        expected_revision: int | None = None,
+    ) -> GateReport:
+        """Dry run of a promotion: the gate report, nothing written."""
+        body = _promote_request(adapters, backbone, order, expected_revision, None)
+        return cast(GateReport, self._post(f"/channels/{channel}/gate", body))
+
+    def promote(
+        self,
+        channel: str,
+        adapters: Mapping[str, int | None],
+        *,
+        backbone: str | None = None,
+        order: Sequence[str] | None = None,
+        expected_revision: int | None = None,
+        reason: str | None = None,
+    ) -> PromoteResult:
+        """Merge `adapters` into the channel's library as a new revision (gate first).
+
+        `backbone` is needed for a new channel only when the adapters do not name one
+        between them. A failed gate raises `GateFailedError` whose detail is the gate report.
+        """
+        body = _promote_request(adapters, backbone, order, expected_revision, reason)
+        return cast(PromoteResult, self._post(f"/channels/{channel}/promote", body))
+
+    def rollback(
+        self,
+        channel: str,
+        *,
+        to_revision: int,
+        expected_revision: int | None = None,
+        reason: str | None = None,
+    ) -> Revision:
+        body = {
+            "to_revision": to_revision,
+            "expected_revision": expected_revision,
+            "reason": reason,
+        }
+        return cast(Revision, self._post(f"/channels/{channel}/rollback", body))
+
+    # -- nodes and events --------------------------------------------------------------
+
+    def heartbeat(
+        self, node_id: str, *, channel: str, revision: int | None, audit: Mapping[str, Any]
+    ) -> Node:
+        body = {"channel": channel, "revision": revision, "audit": dict(audit)}
+        return cast(Node, self._post(f"/nodes/{node_id}/heartbeat", body))
+
+    def list_nodes(self) -> list[Node]:
+        return cast(list[Node], self._get("/nodes"))
+
+    def list_events(self, *, after: int | None = None, limit: int | None = None) -> list[Event]:
+        return cast(list[Event], self._get("/events", after=after, limit=limit))
+
+    def verify_events(self) -> EventsVerification:
+        return cast(EventsVerification, self._get("/events/verify"))
+
+
+def _promote_request(
+    adapters: Mapping[str, int | None],
+    backbone: str | None,
+    order: Sequence[str] | None,
+    expected_revision: int | None,
+    reason: str | None,
+) -> dict[str, Any]:
+    return {
+        "backbone": backbone,
+        "adapters": dict(adapters),
+        "order": list(order) if order is not None else None,
+        "expected_revision": expected_revision,
+        "reason": reason,
+    }

@@ -1,0 +1,163 @@
+"""The records the registry API answers with, as the client hands them out (plain dicts).
+
+One `TypedDict` per response schema of `registry/api/schemas.py` (`BackbonePublic` ->
+`Backbone`, ...): the same field names, JSON types (a `datetime` arrives as an ISO string).
+`tests/registry/test_client_records.py` holds the two sides together, so a field added to
+one fails until the other follows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+State = Literal["candidate", "approved", "rejected", "revoked"]
+Role = Literal["reader", "publisher", "approver", "node", "admin"]
+Verdict = Literal["pass", "fail", "missing", "no_baseline"]
+
+
+class Health(TypedDict):
+    status: str
+
+
+class TokenCreated(TypedDict):
+    id: int
+    name: str
+    role: Role
+    token: str
+    node_id: str | None
+
+
+class Backbone(TypedDict):
+    id: int
+    name: str
+    root: str
+    tensor_count: int
+    param_count: int
+    manifest_digest: str
+    created_at: str
+
+
+class Capability(TypedDict):
+    name: str
+    description: str
+    order: int | None
+
+
+class Adapter(TypedDict):
+    id: int
+    name: str
+    capability: str
+    backbone: str
+    version: int
+    label: str | None
+    parent_id: int | None
+    state: State
+    rank: int
+    alpha: float
+    target_modules: list[str]
+    files: dict[str, str]
+    manifest_root: str
+    provenance: dict[str, Any]
+    created_by: str
+    created_at: str
+
+
+class AdapterPage(TypedDict):
+    items: list[Adapter]
+    total: int
+
+
+class Lineage(TypedDict):
+    ancestors: list[Adapter]
+    adapter: Adapter
+    descendants: list[Adapter]
+
+
+class Benchmark(TypedDict):
+    name: str
+    version: int
+    dataset_digest: str
+    scope: str
+    metric: str
+    direction: Literal["higher", "lower"]
+    tolerance: float
+
+
+class Evaluation(TypedDict):
+    id: int
+    benchmark: str
+    benchmark_version: int
+    library_digest: str | None
+    adapter_id: int | None
+    score: float
+    n: int
+    items_digest: str | None
+    created_by: str
+    created_at: str
+
+
+class LibraryEntry(TypedDict):
+    adapter_id: int
+    name: str
+    manifest_root: str
+    files: dict[str, str]
+
+
+class Revision(TypedDict):
+    channel: str
+    backbone: str
+    revision: int
+    library: dict[str, LibraryEntry]
+    order: list[str]
+    library_digest: str
+    created_by: str
+    created_at: str
+    reason: str | None
+
+
+class GateCheck(TypedDict):
+    benchmark: str
+    version: int
+    scope: str
+    baseline: float | None
+    candidate: float | None
+    delta: float | None
+    tolerance: float
+    verdict: Verdict
+
+
+class GateReport(TypedDict):
+    passed: bool
+    checks: list[GateCheck]
+
+
+class PromoteResult(TypedDict):
+    revision: Revision
+    gate: GateReport
+
+
+class Node(TypedDict):
+    id: str
+    channel: str
+    revision: int | None
+    audit: dict[str, Any]
+    audit_ok: bool
+    last_heartbeat: str
+
+
+class Event(TypedDict):
+    id: int
+    actor: str
+    action: str
+    subject: str
+    payload: dict[str, Any]
+    created_at: str
+    prev_hash: str
+    hash: str
+
+
+class EventsVerification(TypedDict):
+    ok: bool
+    count: int
+    first_broken: int | None
+    detail: str

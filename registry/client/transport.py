@@ -1,0 +1,229 @@
+"""The client's HTTP plumbing: every request and every answer it gets become typed errors here.
+
+Two functions hold the whole mapping, so no caller of `RegistryClient` ever sees httpx:
+
+- `raise_for_error(response)`: an error answer -> the `registry.errors` class of its
+  `"error"` code (a body without one falls back on the HTTP status: a gateway's 502/503 is
+  `RegistryUnavailableError`, its 504 `RegistryTimeoutError`), keeping `status_code` and
+  `response`;
+- `translate(exc)`: a request that got no (complete) answer -> `RegistryTimeoutError`,
+  `TransferError` (a body that broke off) or `RegistryUnavailableError` (refused, DNS,
+  reset, protocol), raised `from` the httpx error.
+
+`Transport` owns the one `httpx.Client` and sends everything through them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+from registry import errors
+
+_CODE_OF_STATUS: dict[int, str] = {}
+for _code, _status in errors.ERROR_CODE_TO_HTTP_STATUS.items():
+    _CODE_OF_STATUS.setdefault(_status, _code)
+
+REGISTRY = "the registry"
+STORE = "the blob store"  # a presigned URL the registry redirected to
+
+_GATEWAY_ERRORS: dict[int, type[errors.RegistryError]] = {
+    502: errors.RegistryUnavailableError,
+    503: errors.RegistryUnavailableError,
+    504: errors.RegistryTimeoutError,
+}
+
+
+def raise_for_error(response: httpx.Response) -> None:
+    """Raise the typed `registry.errors` error that an error response stands for.
+
+    The class is chosen by the body's `"error"` code; a body without one (a proxy's error
+    page, say) falls back to the HTTP status.
+    """
+    status = response.status_code
+    if status < 400:
+        return
+    code, detail = _parse_error_body(response)
+    if code is None:
+        cls = _GATEWAY_ERRORS.get(status)
+        if cls is not None:
+            raise cls(detail, status_code=status, response=response)
+        code = _CODE_OF_STATUS.get(status, "http_error")
+    raise errors.error_for(code, detail, status_code=status, response=response)
+
+
+def _parse_error_body(response: httpx.Response) -> tuple[str | None, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return body["error"], body.get("detail")
+    text = response.text.strip()[:500] or response.reason_phrase
+    return None, f"HTTP {response.status_code}{_at(_request_of(response))}: {text}"
+
+
+def translate(
+    exc: httpx.RequestError, *, received: int | None = None, what: str = REGISTRY
+) -> errors.RegistryError:
+    """The typed error for a request to `what` that got no answer, or (`received` bytes of
+    the body) half of one."""
+    at = _at(_request_of(exc))
+    reason = str(exc) or type(exc).__name__
+    after = f" after {received} bytes" if received is not None else ""
+    if isinstance(exc, httpx.TimeoutException):
+        return errors.RegistryTimeoutError(
+            f"{what} did not answer in time{after}{at}: {type(exc).__name__}"
+        )
+    if received is not None:
+        return errors.TransferError(f"the transfer from {what} broke off{after}{at}: {reason}")
+    return errors.RegistryUnavailableError(f"cannot reach {what}{at}: {reason}")
+
+
+def read_json(response: httpx.Response) -> Any:
+    """The answer's JSON body; another server at the registry's URL is a typed error too."""
+    try:
+        return response.json()
+    except ValueError as exc:
+        text = " ".join(response.text.split())[:200]
+        raise errors.UnexpectedResponseError(
+            f"HTTP {response.status_code}{_at(_request_of(response))} with a body that is not "
+            f"the registry's JSON (is this the registry's URL?): {text!r}",
+            status_code=response.status_code,
+            response=response,
+        ) from exc
+
+
+def check_url(url: str) -> str:
+    """`url` without a trailing slash, if it is http(s)://HOST[:PORT][/PATH]."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise errors.InvalidError(f"registry URL {url!r}: {exc}") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise errors.InvalidError(f"registry URL {url!r}: expected http(s)://HOST[:PORT]")
+    return url.rstrip("/")
+
+
+def _request_of(source: httpx.RequestError | httpx.Response) -> httpx.Request | None:
+    try:
+        return source.request
+    except RuntimeError:  # an error or a response made outside a request carries none
+        return None
+
+
+def _at(request: httpx.Request | None) -> str:
+    """` (METHOD URL)` of a request, without its query (a presigned URL's signature)."""
+    if request is None:
+        return ""
+    return f" ({request.method} {request.url.copy_with(query=None)})"
+
+
+class Transport:
+    """The one `httpx.Client` of a `RegistryClient`, its base URL `URL/v1` and bearer token."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        timeout: float,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = check_url(url)
+        self.timeout = timeout
+        self._transport = transport
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(
+            base_url=f"{self.url}/v1",
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(
+        self, method: str, path: str, *, answers: tuple[int, ...] = (), **kwargs: Any
+    ) -> httpx.Response:
+        """Send a request; raise the typed error of an error answer not listed in `answers`."""
+        response = _send(self._http, self._http.build_request(method, path, **kwargs))
+        if response.status_code not in answers:
+            raise_for_error(response)
+        return response
+
+    def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return read_json(self.request(method, path, **kwargs))
+
+    @contextmanager
+    def stream(self, path: str) -> Iterator[Body]:
+        """GET `path` as a stream; a 307 (to a presigned URL) is followed without our token."""
+        response = _send(self._http, self._http.build_request("GET", path), stream=True)
+        plain: httpx.Client | None = None
+        what = REGISTRY
+        try:
+            if response.status_code == 307:
+                location = response.headers["Location"]
+                response.close()
+                # A presigned URL carries its own credentials: never send our bearer token there.
+                plain = httpx.Client(
+                    timeout=self.timeout, follow_redirects=False, transport=self._transport
+                )
+                request, what = plain.build_request("GET", location), STORE
+                response = _send(plain, request, stream=True, what=what)
+            if response.status_code >= 400:
+                Body(response, what).read()
+                raise_for_error(response)
+            yield Body(response, what)
+        finally:
+            response.close()
+            if plain is not None:
+                plain.close()
+
+
+class Body:
+    """A streamed answer's body; a transfer that breaks off is a typed error."""
+
+    def __init__(self, response: httpx.Response, what: str = REGISTRY) -> None:
+        self.response = response
+        self.what = what
+
+    @property
+    def size(self) -> int:
+        """The announced length (0 when unknown)."""
+        return int(self.response.headers.get("Content-Length", 0))
+
+    def chunks(self, chunk_size: int) -> Iterator[bytes]:
+        iterator = self.response.iter_bytes(chunk_size)
+        while True:
+            try:
+                chunk = next(iterator, None)
+            except httpx.RequestError as exc:
+                raise translate(
+                    exc, received=self.response.num_bytes_downloaded, what=self.what
+                ) from exc
+            if chunk is None:
+                return
+            yield chunk
+
+    def read(self) -> bytes:
+        """The whole body, kept on the response (`response.json()` then works)."""
+        try:
+            return self.response.read()
+        except httpx.RequestError as exc:
+            raise translate(
+                exc, received=self.response.num_bytes_downloaded, what=self.what
+            ) from exc
+
+
+def _send(
+    client: httpx.Client, request: httpx.Request, *, stream: bool = False, what: str = REGISTRY
+) -> httpx.Response:
+    try:
+        return client.send(request, stream=stream)
+    except httpx.RequestError as exc:
+        raise translate(exc, what=what) from exc

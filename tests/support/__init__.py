@@ -1,0 +1,18 @@
+"""Test support for the whole suite; never installed with the product.
+
+pytest puts `tests/` on `sys.path` (`pythonpath` in pyproject.toml), so tests import
+`support.<module>`:
+
+- `support.engines`: `ScriptedEngine`, `ForcedEngine`, `CharTokenizer` and script helpers
+  (`by_adapter`, `call`, `spec_for`): the runtime's `Engine` seam driven by scripts.
+- `support.serving`: `serve(app)` runs an ASGI app under uvicorn on a free local port.
+- `support.mcp_stdio`: `python -m support.mcp_stdio` serves the runtime's MCP tools over
+  stdio on a scripted engine; `stdio_parameters()` starts it from a test.
+- `support.fixtures` (a pytest plugin loaded by tests/conftest.py): `registry_server`, a
+  real `weact serve` from the product's own launcher (`cli.launcher`).
+"""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The directory that holds this package (`tests/`): what a child process needs on its path."""
