@@ -26,11 +26,18 @@ class AdapterState(StrEnum):
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: the token's name is the principal (one person, several tokens)."""
+    """Who is calling: an identity (``principal_id``) acting through one token.
+
+    ``name`` is for display and the audit log; rules about *who* (self-approval) compare
+    ``principal_id``. A node token carries the node id it is bound to (None until its first
+    heartbeat). In-process callers (tests, benchmarks) may leave the ids None.
+    """
 
     name: str
     role: Role
     token_id: int | None = None
+    principal_id: int | None = None
+    node_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,8 @@ class TokenInfo:
     name: str
     role: Role
     created_at: datetime
+    principal_id: int | None = None
+    node_id: str | None = None
 
 
 @dataclass(frozen=True)

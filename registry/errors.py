@@ -129,8 +129,10 @@ class RegistryTimeoutError(RegistryUnavailableError, TimeoutError):
 class TransferError(RegistryUnavailableError):
     """A body (a blob download) that broke off before its bytes could be verified.
 
-    Raised by the client only: the server aborts a stream whose stored bytes fail its own
-    check, which reaches the client as a dropped connection, never as a response.
+    Raised by the client only. The server verifies a blob before sending its first byte
+    (a corrupted one is answered ``digest_mismatch``); a stream still breaks off when the
+    connection fails, or when a large blob changes on the server between that check and
+    the sending, which reaches the client as a dropped connection, never as a response.
     """
 
     code = "transfer_failed"

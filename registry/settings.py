@@ -18,7 +18,10 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./.weact/registry.db"
     store_url: str = "./.weact/blobs"
     s3_endpoint_url: str | None = None
+    # Request bodies: blob uploads up to max_body_bytes, every other (JSON) body up to
+    # max_json_bytes; larger ones are 413 payload_too_large (registry.api.middleware).
     max_body_bytes: int = Field(default=2 * 1024**3, gt=0)
+    max_json_bytes: int = Field(default=1024**2, gt=0)
     presign_threshold_bytes: int = Field(default=8 * 1024**2, ge=0)
     presign_expires_s: int = Field(default=3600, gt=0)
     long_poll_max_s: float = Field(default=60.0, gt=0)

@@ -20,8 +20,9 @@ from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
 from storage.base import BaseBlobStore, check_expected
-from storage.digest import OverlappedSha256, check_sha256
+from storage.digest import OverlappedSha256, check_sha256, is_sha256
 from storage.errors import BlobNotFoundError
+from storage.inventory import StoredBlob, TempEntry
 from storage.pipeline import Stage
 from storage.writeback import FileWriter
 
@@ -99,6 +100,30 @@ class LocalBlobStore(BaseBlobStore):
                 os.unlink(tmp)
             raise
         return digest
+
+    # -- inventory (storage.inventory.InventoriedStore) ---------------------------------
+
+    def iter_blobs(self) -> Iterator[StoredBlob]:
+        """Every stored blob (files at `ab/cd/<digest>` whose name is a digest)."""
+        for path in self.root.glob("??/??/*"):
+            if not is_sha256(path.name) or path.parent.parent.name != path.name[:2]:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                stat = path.stat()
+                yield StoredBlob(path.name, stat.st_size, stat.st_mtime)
+
+    def iter_temp(self) -> Iterator[TempEntry]:
+        """Temp files of puts in progress, or of puts whose process was killed."""
+        for path in self._tmp.glob("put-*"):
+            with contextlib.suppress(FileNotFoundError):
+                stat = path.stat()
+                yield TempEntry(path.name, stat.st_size, stat.st_mtime)
+
+    def remove_temp(self, name: str) -> None:
+        if "/" in name or not name.startswith("put-"):
+            raise ValueError(f"not a temp file of this store: {name!r}")
+        with contextlib.suppress(FileNotFoundError):
+            (self._tmp / name).unlink()
 
 
 def _write_and_hash(fd: int, chunks: Iterator[bytes]) -> str:

@@ -22,8 +22,9 @@ from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
 from storage.base import BaseBlobStore, check_expected
-from storage.digest import OverlappedSha256, check_sha256
+from storage.digest import OverlappedSha256, check_sha256, is_sha256
 from storage.errors import BlobNotFoundError, UnknownStoreError
+from storage.inventory import StoredBlob, TempEntry
 from storage.pipeline import Chunk, Stage
 
 ENDPOINT_ENV = "WEACT_S3_ENDPOINT_URL"
@@ -174,6 +175,43 @@ class S3BlobStore(BaseBlobStore):
 
     def _join(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
+
+    # -- inventory (storage.inventory.InventoriedStore) ---------------------------------
+
+    def iter_blobs(self) -> Iterator[StoredBlob]:
+        """Every stored blob (keys `<prefix>/ab/cd/<digest>`; `tmp/` is skipped)."""
+        for item in self._list(self._join("")):
+            name = item["Key"].rsplit("/", 1)[-1]
+            if is_sha256(name) and item["Key"] == self.key_of(name):
+                yield StoredBlob(name, int(item["Size"]), item["LastModified"].timestamp())
+
+    def iter_temp(self) -> Iterator[TempEntry]:
+        """Temporary objects and unfinished multipart uploads under `<prefix>/tmp/`."""
+        tmp = self._join("tmp/")
+        for item in self._list(tmp):
+            yield TempEntry(
+                f"object:{item['Key']}", int(item["Size"]), item["LastModified"].timestamp()
+            )
+        pages = self._client.get_paginator("list_multipart_uploads")
+        for page in pages.paginate(Bucket=self.bucket, Prefix=tmp):
+            for upload in page.get("Uploads", []):
+                name = f"upload:{upload['Key']}:{upload['UploadId']}"
+                yield TempEntry(name, 0, upload["Initiated"].timestamp())
+
+    def remove_temp(self, name: str) -> None:
+        kind, _, rest = name.partition(":")
+        key, _, upload_id = rest.rpartition(":") if kind == "upload" else (rest, "", "")
+        if not key.startswith(self._join("tmp/")) or kind not in {"object", "upload"}:
+            raise ValueError(f"not a temporary object of this store: {name!r}")
+        if kind == "upload":
+            self._client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        else:
+            self._client.delete_object(Bucket=self.bucket, Key=key)
+
+    def _list(self, prefix: str) -> Iterator[dict[str, Any]]:
+        pages = self._client.get_paginator("list_objects_v2")
+        for page in pages.paginate(Bucket=self.bucket, Prefix=prefix):
+            yield from page.get("Contents", [])
 
 
 def _parts(

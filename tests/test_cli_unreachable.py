@@ -39,6 +39,8 @@ OFFLINE = {
     "db upgrade",
     "token create",
     "token list",
+    "fsck",  # open the database and the blob store directly, like serve
+    "gc",
     "runtime run",
     "runtime mcp",
     "train inspect",

@@ -13,6 +13,7 @@ from fastapi import APIRouter, FastAPI
 from registry.api.deps import AppState
 from registry.api.errors import install_error_handlers
 from registry.api.metrics import Metrics, MetricsMiddleware
+from registry.api.middleware import BodyLimitMiddleware, InternalErrorMiddleware
 from registry.api.notify import ChannelNotifier
 from registry.api.routes import (
     adapters,
@@ -84,5 +85,11 @@ def create_app(settings: Settings, *, database: Database | None = None) -> FastA
         api.include_router(module.router)
     app.include_router(api)
     install_error_handlers(app)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_json_bytes=settings.max_json_bytes,
+        max_body_bytes=settings.max_body_bytes,
+    )
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
+    app.add_middleware(InternalErrorMiddleware)  # outermost: a 500 keeps the connection
     return app

@@ -1,8 +1,11 @@
-"""The one place where errors become HTTP responses ``{"error": code, "detail": ...}``."""
+"""The one place where errors become HTTP responses ``{"error": code, "detail": ...}``.
+
+Unexpected exceptions are answered by ``registry.api.middleware.InternalErrorMiddleware``
+(500 ``internal``), which keeps the keep-alive connection open.
+"""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -11,8 +14,6 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from registry.errors import RegistryError, http_status_for
-
-logger = logging.getLogger(__name__)
 
 _HTTP_CODES = {
     400: "bad_request",
@@ -54,13 +55,7 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, code, exc.detail)
 
 
-async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
-    logger.exception("unhandled error", exc_info=exc)
-    return error_response(500, "internal", "internal server error")
-
-
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RegistryError, _registry_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(Exception, _unexpected)

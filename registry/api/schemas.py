@@ -42,13 +42,45 @@ class Out(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
 
+class Documented(BaseModel):
+    """Shapes the OpenAPI document promises that the client reads without a record type:
+    error bodies (turned into typed errors) and blob receipts."""
+
+
+class ValidationIssue(Documented):
+    loc: list[str | int]
+    msg: str
+    type: str | None = None
+
+
+class ErrorBody(Documented):
+    """Every error: a stable code and a message, the validation issues, or a structured
+    detail (``digest_mismatch``, ``revision_conflict``, ``gate_failed``, ...)."""
+
+    error: str
+    detail: str | list[ValidationIssue] | dict[str, Any]
+
+
 class Health(Out):
     status: str
 
 
 class TokenCreate(In):
-    name: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=128, description="The token's label.")
     role: Role
+    principal: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="The identity the token acts as (default: `name`); all tokens of one "
+        "principal are one person for the self-approval rule.",
+    )
+    node_id: str | None = Field(
+        default=None,
+        max_length=128,
+        description="Node tokens only: the one node id this token may report as "
+        "(default: the first one it reports as).",
+    )
 
 
 class TokenCreated(Out):
@@ -56,6 +88,12 @@ class TokenCreated(Out):
     name: str
     role: Role
     token: str
+    node_id: str | None = None
+
+
+class BlobPublic(Documented):
+    digest: str
+    size: int
 
 
 class TensorIn(In):

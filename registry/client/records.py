@@ -24,6 +24,7 @@ class TokenCreated(TypedDict):
     name: str
     role: Role
     token: str
+    node_id: str | None
 
 
 class Backbone(TypedDict):

@@ -30,7 +30,14 @@ from registry.domain import (
 
 
 def to_token(row: SqlToken) -> TokenInfo:
-    return TokenInfo(id=row.id, name=row.name, role=Role(row.role), created_at=row.created_at)
+    return TokenInfo(
+        id=row.id,
+        name=row.name,
+        role=Role(row.role),
+        created_at=row.created_at,
+        principal_id=row.principal_id,
+        node_id=row.node_id,
+    )
 
 
 def to_backbone(row: SqlBackbone) -> Backbone:

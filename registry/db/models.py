@@ -59,13 +59,25 @@ class Base(DeclarativeBase):
     type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON(), list[str]: JSON()}
 
 
+class SqlPrincipal(Base):
+    """An identity (a person or a machine); its tokens act as it, whatever their role."""
+
+    __tablename__ = "principals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class SqlToken(Base):
     __tablename__ = "tokens"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(128), index=True)
+    principal_id: Mapped[int] = mapped_column(ForeignKey("principals.id"), index=True)
     role: Mapped[str] = mapped_column(String(16))
     token_hash: Mapped[str] = mapped_column(DIGEST, unique=True)
+    node_id: Mapped[str | None] = mapped_column(String(128), index=True, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
 
@@ -113,6 +125,9 @@ class SqlAdapterVersion(Base):
     manifest_root: Mapped[str] = mapped_column(DIGEST, index=True)
     provenance: Mapped[dict[str, Any]] = mapped_column()
     created_by: Mapped[str] = mapped_column(String(128))
+    created_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("principals.id"), index=True, default=None
+    )
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     decided_by: Mapped[str | None] = mapped_column(String(128), default=None)
     decided_at: Mapped[datetime | None] = mapped_column(default=None)
@@ -210,6 +225,15 @@ class SqlNode(Base):
     audit: Mapped[dict[str, Any]] = mapped_column()
     audit_ok: Mapped[bool] = mapped_column(Boolean)
     last_heartbeat: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SqlBlobLease(Base):
+    """When a blob was last PUT: ``weact gc`` spares it for its grace period after that."""
+
+    __tablename__ = "blob_leases"
+
+    digest: Mapped[str] = mapped_column(DIGEST, primary_key=True)
+    put_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class SqlEvent(Base):

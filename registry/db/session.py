@@ -2,7 +2,13 @@
 
 SQLite runs in WAL mode with foreign keys on; write sessions start with ``BEGIN IMMEDIATE``
 so there is exactly one writer at a time (the audit chain and version numbers rely on it).
-On PostgreSQL, writers serialise where needed with transaction-scoped advisory locks.
+On PostgreSQL, writers serialise where needed with row locks (``SELECT ... FOR UPDATE``),
+conditional updates and transaction-scoped advisory locks.
+
+Database errors that mean "another writer got there first" are translated here, at the
+boundary, so that no race ever surfaces as a 500: a unique or foreign-key violation that a
+service did not handle itself, a deadlock or a serialization failure become
+``ConflictError`` (409, retry the request).
 """
 
 from __future__ import annotations
@@ -15,12 +21,14 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from registry.errors import InvalidError
+from registry.errors import ConflictError, InvalidError
 
 _WRITE_OPTION = "weact_write"
+# PostgreSQL SQLSTATEs of a transaction that lost a race: retrying it is the remedy.
+_RETRYABLE_STATES = {"40001", "40P01", "55P03"}
 
 
 def _prepare_sqlite_dir(url: str) -> None:
@@ -44,6 +52,12 @@ def _install_sqlite_hooks(engine: Engine) -> None:
     def _on_begin(conn: Connection) -> None:
         write = conn.get_execution_options().get(_WRITE_OPTION, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _lost_race(exc: OperationalError) -> bool:
+    """A deadlock, serialization failure or busy lock (PostgreSQL or SQLite)."""
+    state = getattr(exc.orig, "sqlstate", None)
+    return state in _RETRYABLE_STATES or "database is locked" in str(exc.orig)
 
 
 def make_engine(database_url: str, **kwargs: Any) -> Engine:
@@ -78,6 +92,19 @@ class Database:
             except DataError as exc:
                 session.rollback()
                 raise InvalidError(f"value not accepted by the database: {exc.orig}") from exc
+            except IntegrityError as exc:
+                session.rollback()
+                raise ConflictError(
+                    f"a concurrent write conflicts with this one; retry the request ({exc.orig})"
+                ) from exc
+            except OperationalError as exc:
+                session.rollback()
+                if not _lost_race(exc):
+                    raise
+                raise ConflictError(
+                    f"the database aborted this write in favour of a concurrent one; "
+                    f"retry the request ({exc.orig})"
+                ) from exc
             except BaseException:
                 session.rollback()
                 raise

@@ -22,6 +22,7 @@ from registry.services.backbones import backbone_manifest, find_backbone_row
 from registry.services.blobs import require_blob
 from registry.services.capabilities import find_capability_row
 from registry.services.fit import check_fit, read_config
+from registry.services.gc import guard_blobs
 from registry.services.retry import with_retries
 from storage import BlobStore, InvalidSafetensorsError, Manifest, manifest_of_stream
 from storage import DigestMismatchError as StorageDigestMismatch
@@ -92,7 +93,11 @@ def _next_version(session: Session, capability_id: int, backbone_id: int) -> int
 def register_adapter(
     *, session: Session, store: BlobStore, actor: Principal, draft: AdapterDraft
 ) -> AdapterVersion:
-    """Check that the adapter fits its backbone and record it as the next version."""
+    """Check that the adapter fits its backbone and record it as the next version.
+
+    Its blobs are checked under the gc lock (shared), held until the row is committed.
+    """
+    guard_blobs(session)
     capability = find_capability_row(session, draft.capability)
     backbone = find_backbone_row(session, draft.backbone)
     _check_files(store, draft.files)
@@ -117,6 +122,7 @@ def register_adapter(
             manifest_root=manifest.root,
             provenance=draft.provenance or {},
             created_by=actor.name,
+            created_by_id=actor.principal_id,
         )
         session.add(row)
         session.flush()

@@ -13,6 +13,8 @@ from registry.db.convert import to_backbone
 from registry.db.models import SqlBackbone
 from registry.domain import Backbone, Principal
 from registry.errors import ConflictError, InvalidError, NotFoundError
+from registry.services.gc import guard_blobs
+from registry.services.retry import insert_unique
 from storage import BlobStore, Manifest, ManifestError, StorageError
 
 _MANIFEST_CACHE: dict[str, Manifest] = {}
@@ -35,8 +37,10 @@ def register_backbone(
     parsed = parse_manifest(manifest)
     if len(parsed) == 0:
         raise InvalidError("a backbone manifest needs at least one tensor")
+    conflict = f"backbone with root {parsed.root} is already registered"
     if session.scalar(select(SqlBackbone.id).where(SqlBackbone.root == parsed.root)):
-        raise ConflictError(f"backbone with root {parsed.root} is already registered")
+        raise ConflictError(conflict)
+    guard_blobs(session)  # the manifest blob cannot be collected before the row commits
     digest = store.put([canonical_json(parsed.to_json()).encode("utf-8")])
     row = SqlBackbone(
         name=name,
@@ -46,8 +50,7 @@ def register_backbone(
         manifest_digest=digest,
         created_by=actor.name,
     )
-    session.add(row)
-    session.flush()
+    insert_unique(session, row, conflict)
     append_event(
         session,
         actor=actor.name,

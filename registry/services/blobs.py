@@ -1,4 +1,14 @@
-"""Blobs: spool an upload while hashing it, then hand it to the store; stream or presign."""
+"""Blobs: spool an upload while hashing it, then hand it to the store; stream or presign.
+
+Serving: a blob is read through once and verified before the first byte goes out, so a
+tampered blob is answered with ``digest_mismatch`` (and an audit event), never sent. Blobs
+up to ``SERVE_FROM_MEMORY`` are then sent from that one read; larger ones are read again
+while they stream (still verified at EOF: a blob altered between the two reads breaks the
+stream off, which a client sees as an incomplete transfer).
+
+Every PUT records a lease (``blob_leases.put_at``): ``weact gc`` spares a blob for its
+grace period after its last PUT, the window in which a registration may still claim it.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +17,19 @@ import tempfile
 from collections.abc import AsyncIterable, Iterator
 from typing import IO
 
-from registry.domain import Blob
+from sqlalchemy.orm import Session
+
+from registry.audit import append_event
+from registry.db.models import SqlBlobLease, utcnow
+from registry.domain import Blob, Principal
 from registry.errors import DigestMismatchError, InvalidError, NotFoundError, PayloadTooLargeError
+from registry.services.gc import guard_blobs
+from registry.services.retry import with_retries
 from storage import BlobNotFoundError, BlobStore, is_sha256
 from storage import DigestMismatchError as StorageDigestMismatch
 
 SPOOL_MEMORY_BYTES = 4 * 1024 * 1024
+SERVE_FROM_MEMORY = 8 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
 
 
@@ -99,3 +116,74 @@ def iter_blob(*, store: BlobStore, digest: str) -> Iterator[bytes]:
     with store.open(digest) as fh:
         while chunk := fh.read(READ_CHUNK):
             yield chunk
+
+
+def read_verified(
+    *, store: BlobStore, digest: str, keep_below: int = SERVE_FROM_MEMORY
+) -> bytes | None:
+    """Read a whole blob, verifying it; its bytes when smaller than ``keep_below``.
+
+    ``DigestMismatchError`` (with ``expected`` and ``actual``) when the stored bytes no
+    longer hash to their digest; ``NotFoundError`` when the blob is gone.
+    """
+    check_digest(digest)
+    try:
+        size = store.size(digest)
+        with store.open(digest) as fh:
+            if size < keep_below:
+                return fh.read()
+            while fh.read(READ_CHUNK):
+                pass
+    except StorageDigestMismatch as exc:
+        raise DigestMismatchError(
+            {
+                "message": f"stored blob {digest} is corrupted: its bytes hash differently",
+                "expected": exc.expected,
+                "actual": exc.actual,
+            }
+        ) from exc
+    except BlobNotFoundError as exc:
+        raise NotFoundError(f"blob {digest} not found") from exc
+    return None
+
+
+def record_corruption(
+    *, session: Session, actor: Principal, digest: str, error: DigestMismatchError
+) -> None:
+    """The audit event of a stored blob found corrupted while it was being served."""
+    detail = error.detail if isinstance(error.detail, dict) else {}
+    append_event(
+        session,
+        actor=actor.name,
+        action="blob.corrupt",
+        subject=f"blob:{digest}",
+        payload={"expected": digest, "actual": detail.get("actual")},
+    )
+
+
+def claim_blob(*, session: Session, store: BlobStore, digest: str, source: IO[bytes]) -> None:
+    """After a PUT: renew the blob's lease, under the gc lock, and make sure it is stored.
+
+    A PUT of a blob that already existed writes nothing; if ``weact gc`` deleted that blob
+    between the check and now, it is stored again from ``source`` (the verified upload).
+    """
+    guard_blobs(session)
+    record_put(session=session, digest=digest)
+    if not store.exists(digest):
+        source.seek(0)
+        put_blob(store=store, source=source, digest=digest)
+
+
+def record_put(*, session: Session, digest: str) -> None:
+    """Renew the blob's lease: ``weact gc`` spares it for its grace period from now."""
+    check_digest(digest)
+
+    def upsert() -> None:
+        lease = session.get(SqlBlobLease, digest, populate_existing=True)
+        if lease is None:
+            session.add(SqlBlobLease(digest=digest))
+        else:
+            lease.put_at = utcnow()
+        session.flush()
+
+    with_retries(session, upsert)

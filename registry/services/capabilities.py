@@ -11,6 +11,7 @@ from registry.db.models import SqlCapability
 from registry.domain import Capability, Principal
 from registry.errors import ConflictError, InvalidError, NotFoundError
 from registry.names import check_name
+from registry.services.retry import insert_unique
 
 
 def create_capability(
@@ -19,11 +20,11 @@ def create_capability(
     check_name("capability", name)
     if order is not None and order < 0:
         raise InvalidError("order must be a non-negative integer or null")
+    conflict = f"capability {name!r} already exists"
     if session.scalar(select(SqlCapability.id).where(SqlCapability.name == name)):
-        raise ConflictError(f"capability {name!r} already exists")
+        raise ConflictError(conflict)
     row = SqlCapability(name=name, description=description, order=order)
-    session.add(row)
-    session.flush()
+    insert_unique(session, row, conflict)
     append_event(
         session,
         actor=actor.name,

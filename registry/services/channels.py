@@ -1,8 +1,13 @@
 """Channels: append-only revisions of a whole library; promote, rollback, revoke-removal.
 
-Every change appends revision N+1; ``unique(channel, revision)`` means two concurrent
-writers cannot both create N+1. The loser retries on the new head (no lost update) unless
-it stated ``expected_revision``, in which case it gets ``RevisionConflictError``.
+Every change appends revision N+1. A writer plans on what it reads, then, before writing,
+locks what the plan depends on (``registry.services.revisions`` gives the lock order):
+every adapter of the new library (``FOR SHARE``: each must still be approved, checked in
+the transaction that writes the revision) and the channel row (``FOR UPDATE``: its head
+must still be the planned one). A stale plan is made again on the new head (no lost
+update) unless the caller stated ``expected_revision``: then ``RevisionConflictError``.
+``unique(channel, revision)`` and ``unique(channel.name)`` remain the last line for the
+creation of a new channel, which has no row to lock yet.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -37,7 +42,31 @@ from registry.services.backbones import find_backbone_row
 from registry.services.capabilities import find_capability_row
 from registry.services.gate import evaluate_gate
 from registry.services.library import library_digest, library_entry
-from registry.services.retry import with_retries
+from registry.services.retry import StaleRead, with_retries
+from registry.services.revisions import (
+    channel_row,
+    get_revision,
+    head_number,
+    head_row,
+    list_channels,
+    list_revisions,
+    lock_adapters,
+    lock_channel,
+    revision_event,
+)
+
+__all__ = [
+    "PromoteRequest",
+    "dry_run_gate",
+    "get_revision",
+    "head_number",
+    "list_channels",
+    "list_revisions",
+    "promote",
+    "remove_adapter_everywhere",
+    "revision_event",
+    "rollback",
+]
 
 
 @dataclass(frozen=True)
@@ -58,63 +87,6 @@ class _Plan:
     library: dict[str, Any]
     order: list[str]
     digest: str
-
-
-# -- reading ---------------------------------------------------------------------------
-
-
-def _channel_row(session: Session, name: str) -> SqlChannel | None:
-    return session.scalar(select(SqlChannel).where(SqlChannel.name == name))
-
-
-def _head(session: Session, channel: SqlChannel | None) -> SqlRevision | None:
-    if channel is None:
-        return None
-    return session.scalar(
-        select(SqlRevision)
-        .where(SqlRevision.channel_id == channel.id)
-        .order_by(SqlRevision.revision.desc())
-        .limit(1)
-    )
-
-
-def get_revision(*, session: Session, channel: str) -> Revision:
-    """The current revision of a channel."""
-    head = _head(session, _channel_row(session, channel))
-    if head is None:
-        raise NotFoundError(f"channel {channel!r} has no revision yet")
-    return revision_of(head)
-
-
-def head_number(*, session: Session, channel: str) -> int:
-    """The current revision number of a channel (0 when it has none): a cheap poll.
-
-    ``NotFoundError`` when the channel does not exist at all.
-    """
-    number = session.scalar(
-        select(func.max(SqlRevision.revision))
-        .join(SqlRevision.channel)
-        .where(SqlChannel.name == channel)
-    )
-    if number is None and _channel_row(session, channel) is None:
-        raise NotFoundError(f"channel {channel!r} not found")
-    return int(number or 0)
-
-
-def list_channels(*, session: Session) -> list[Revision]:
-    channels = session.scalars(select(SqlChannel).order_by(SqlChannel.name))
-    heads = [_head(session, channel) for channel in channels]
-    return [revision_of(h) for h in heads if h is not None]
-
-
-def list_revisions(*, session: Session, channel: str) -> list[Revision]:
-    row = _channel_row(session, channel)
-    if row is None:
-        raise NotFoundError(f"channel {channel!r} not found")
-    rows = session.scalars(
-        select(SqlRevision).where(SqlRevision.channel_id == row.id).order_by(SqlRevision.revision)
-    )
-    return [revision_of(r) for r in rows]
 
 
 # -- planning a promotion --------------------------------------------------------------
@@ -171,10 +143,11 @@ def _check_order(session: Session, order: list[str]) -> list[str]:
 
 
 def _plan(session: Session, request: PromoteRequest) -> _Plan:
-    channel = _channel_row(session, request.channel)
+    channel = channel_row(session, request.channel)
     backbone = _resolve_backbone(session, channel, request.backbone, request.adapters)
-    current = _head(session, channel)
-    _check_expected(request.channel, current, request.expected_revision)
+    current = head_row(session, channel)
+    number = current.revision if current is not None else 0
+    _check_expected(request.channel, number, request.expected_revision)
     library: dict[str, Any] = dict(current.library) if current is not None else {}
     for cap, adapter_id in sorted(request.adapters.items()):
         check_name("capability", cap)
@@ -198,8 +171,7 @@ def _same(library: dict[str, Any], order: list[str], current: SqlRevision) -> bo
     return ids == old and order == list(current.order)
 
 
-def _check_expected(channel: str, current: SqlRevision | None, expected: int | None) -> None:
-    number = current.revision if current is not None else 0
+def _check_expected(channel: str, number: int, expected: int | None) -> None:
     if expected is not None and expected != number:
         raise RevisionConflictError(
             {
@@ -214,7 +186,7 @@ def _check_expected(channel: str, current: SqlRevision | None, expected: int | N
 
 
 def _ensure_channel(session: Session, name: str, backbone: SqlBackbone) -> SqlChannel:
-    existing = _channel_row(session, name)
+    existing = channel_row(session, name)
     if existing is not None:
         return existing
     row = SqlChannel(name=name, backbone=backbone)
@@ -277,6 +249,33 @@ def dry_run_gate(*, session: Session, request: PromoteRequest) -> GateReport:
     return evaluate_gate(session, current=plan.current, library=plan.library, digest=plan.digest)
 
 
+def _lock_plan(session: Session, plan: _Plan, named: set[int], expected: int | None) -> None:
+    """Lock what ``plan`` relies on and check it still holds; ``StaleRead`` if overtaken.
+
+    Every adapter of the new library must still be approved: one the request names is
+    ``InvalidStateError``; one carried over from the head was taken out of the channel by
+    a revoke that committed after we read the head, so the plan is stale.
+    """
+    rows = lock_adapters(session, (entry["adapter_id"] for entry in plan.library.values()))
+    for cap, entry in sorted(plan.library.items()):
+        row = rows.get(entry["adapter_id"])
+        if row is not None and row.state == AdapterState.APPROVED.value:
+            continue
+        if entry["adapter_id"] not in named:
+            raise StaleRead(f"{entry['name']} left channel {cap!r} meanwhile")
+        state = row.state if row is not None else "missing"
+        raise InvalidStateError(
+            f"{entry['name']} ({cap}) is {state}; only approved adapters can be served"
+        )
+    if plan.channel is None:
+        return  # a new channel: unique(channels.name) decides between racing creators
+    head = lock_channel(session, plan.channel)
+    planned = plan.current.revision if plan.current is not None else 0
+    if head != planned:
+        _check_expected(plan.channel.name, head, expected)
+        raise StaleRead(f"channel {plan.channel.name!r} moved from {planned} to {head}")
+
+
 def promote(*, session: Session, actor: Principal, request: PromoteRequest) -> PromoteResult:
     """Append a revision with the merged library if the gate passes.
 
@@ -284,9 +283,11 @@ def promote(*, session: Session, actor: Principal, request: PromoteRequest) -> P
     ``GateFailedError``: the refusal itself is part of the audit trail.
     """
     check_name("channel", request.channel)
+    named = {i for i in request.adapters.values() if i is not None}
 
     def attempt() -> tuple[_Plan, GateReport, SqlRevision | None]:
         plan = _plan(session, request)
+        _lock_plan(session, plan, named, request.expected_revision)
         gate = evaluate_gate(
             session, current=plan.current, library=plan.library, digest=plan.digest
         )
@@ -308,34 +309,18 @@ def promote(*, session: Session, actor: Principal, request: PromoteRequest) -> P
         session.commit()
         raise GateFailedError(asdict(gate))
     revision = revision_of(row)
-    _revision_event(session, actor, "channel.promote", revision)
+    revision_event(session, actor, "channel.promote", revision)
     return PromoteResult(revision=revision, gate=gate)
-
-
-def _revision_event(session: Session, actor: Principal, action: str, revision: Revision) -> None:
-    append_event(
-        session,
-        actor=actor.name,
-        action=action,
-        subject=f"channel:{revision.channel}",
-        payload={
-            "revision": revision.revision,
-            "library": {cap: e.adapter_id for cap, e in revision.library.items()},
-            "order": revision.order,
-            "library_digest": revision.library_digest,
-            "reason": revision.reason,
-        },
-    )
 
 
 def _rollback_plan(
     session: Session, channel: str, target_number: int, expected: int | None
 ) -> _Plan:
-    row = _channel_row(session, channel)
+    row = channel_row(session, channel)
     if row is None:
         raise NotFoundError(f"channel {channel!r} not found")
-    current = _head(session, row)
-    _check_expected(channel, current, expected)
+    current = head_row(session, row)
+    _check_expected(channel, current.revision if current is not None else 0, expected)
     target = session.scalar(
         select(SqlRevision).where(
             SqlRevision.channel_id == row.id, SqlRevision.revision == target_number
@@ -343,13 +328,6 @@ def _rollback_plan(
     )
     if target is None or current is None or target_number >= current.revision:
         raise InvalidError(f"channel {channel!r} has no earlier revision {target_number}")
-    for cap, entry in target.library.items():
-        adapter = session.get(SqlAdapterVersion, entry["adapter_id"])
-        if adapter is None or adapter.state != AdapterState.APPROVED.value:
-            state = adapter.state if adapter is not None else "missing"
-            raise InvalidStateError(
-                f"revision {target_number} holds {entry['name']} ({cap}), now {state}"
-            )
     return _Plan(
         row, row.backbone, current, dict(target.library), list(target.order), target.library_digest
     )
@@ -370,23 +348,33 @@ def rollback(
 
     def attempt() -> SqlRevision:
         plan = _rollback_plan(session, channel, to_revision, expected_revision)
+        named = {entry["adapter_id"] for entry in plan.library.values()}
+        try:
+            _lock_plan(session, plan, named, expected_revision)
+        except InvalidStateError as exc:
+            raise InvalidStateError(f"revision {to_revision}: {exc.detail}") from exc
         return _append(session, plan, channel, actor, why)
 
     row = with_retries(session, attempt, on_conflict=_conflict_handler(expected_revision))
     revision = revision_of(row)
-    _revision_event(session, actor, "channel.rollback", revision)
+    revision_event(session, actor, "channel.rollback", revision)
     return revision
 
 
 def remove_adapter_everywhere(
     *, session: Session, actor: Principal, adapter_id: int, reason: str
 ) -> list[Revision]:
-    """A new revision without ``adapter_id`` in every channel whose head holds it."""
+    """A new revision without ``adapter_id`` in every channel whose head holds it.
+
+    Called by a revoke after its conditional update locked the adapter row; each channel is
+    locked before its head is read, so a promotion that committed meanwhile is seen.
+    """
     created = []
     for channel in session.scalars(select(SqlChannel).order_by(SqlChannel.id)):
 
         def attempt(channel: SqlChannel = channel) -> SqlRevision | None:
-            head = _head(session, channel)
+            lock_channel(session, channel)
+            head = head_row(session, channel)
             if head is None:
                 return None
             library = {c: e for c, e in head.library.items() if e["adapter_id"] != adapter_id}
@@ -400,7 +388,3 @@ def remove_adapter_everywhere(
         if row is not None:
             created.append(revision_of(row))
     return created
-
-
-def revision_event(session: Session, actor: Principal, action: str, revision: Revision) -> None:
-    _revision_event(session, actor, action, revision)

@@ -25,6 +25,7 @@ from registry.domain import Benchmark, Evaluation, Principal
 from registry.errors import ConflictError, InvalidError, NotFoundError
 from registry.names import LIBRARY_SCOPE
 from registry.services.capabilities import find_capability_row
+from registry.services.retry import insert_unique
 from storage import is_sha256
 
 
@@ -47,11 +48,11 @@ def create_benchmark(*, session: Session, actor: Principal, benchmark: Benchmark
             SqlBenchmark.name == benchmark.name, SqlBenchmark.version == benchmark.version
         )
     )
+    conflict = f"benchmark {benchmark.name} v{benchmark.version} already exists"
     if exists:
-        raise ConflictError(f"benchmark {benchmark.name} v{benchmark.version} already exists")
+        raise ConflictError(conflict)
     row = SqlBenchmark(created_by=actor.name, **vars(benchmark))
-    session.add(row)
-    session.flush()
+    insert_unique(session, row, conflict)
     append_event(
         session,
         actor=actor.name,

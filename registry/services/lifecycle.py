@@ -1,7 +1,16 @@
-"""Adapter states: candidate -> approved | rejected; approved -> revoked. Nothing else."""
+"""Adapter states: candidate -> approved | rejected; approved -> revoked. Nothing else.
+
+A transition is one conditional update, ``UPDATE ... SET state = :target WHERE id = :id
+AND state = :source``, whose row count says whether this request won: of any number of
+racing approve/reject/revoke calls on one adapter exactly one changes the row (and writes
+the one audit event); the others find it changed and get ``InvalidStateError`` (409).
+On PostgreSQL the update's row lock also orders a revoke against promotions that lock the
+same adapter (``FOR SHARE``), see ``registry.services.channels``.
+"""
 
 from __future__ import annotations
 
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from registry.audit import append_event
@@ -17,27 +26,33 @@ TRANSITIONS: dict[tuple[AdapterState, AdapterState], str] = {
     (AdapterState.CANDIDATE, AdapterState.REJECTED): "adapter.reject",
     (AdapterState.APPROVED, AdapterState.REVOKED): "adapter.revoke",
 }
+SOURCE: dict[AdapterState, AdapterState] = {target: source for source, target in TRANSITIONS}
 
 
 def _transition(
     session: Session,
-    row: SqlAdapterVersion,
+    adapter_id: int,
     target: AdapterState,
     actor: Principal,
     reason: str | None,
-) -> str:
-    current = AdapterState(row.state)
-    action = TRANSITIONS.get((current, target))
-    if action is None:
+) -> tuple[SqlAdapterVersion, str]:
+    source = SOURCE[target]
+    result = session.execute(
+        update(SqlAdapterVersion)
+        .where(SqlAdapterVersion.id == adapter_id, SqlAdapterVersion.state == source.value)
+        .values(state=target.value, decided_by=actor.name, decided_at=utcnow(), reason=reason)
+        .execution_options(synchronize_session=False)
+    )
+    row = session.scalars(
+        select(SqlAdapterVersion)
+        .where(SqlAdapterVersion.id == adapter_id)
+        .execution_options(populate_existing=True)
+    ).one()
+    if result.rowcount != 1:  # type: ignore[attr-defined]
         raise InvalidStateError(
-            f"{row.capability.name}@{row.version} is {current.value}; cannot become {target.value}"
+            f"{row.capability.name}@{row.version} is {row.state}; cannot become {target.value}"
         )
-    row.state = target.value
-    row.decided_by = actor.name
-    row.decided_at = utcnow()
-    row.reason = reason
-    session.flush()
-    return action
+    return row, TRANSITIONS[(source, target)]
 
 
 def _event(
@@ -54,33 +69,45 @@ def _event(
     return adapter
 
 
+def published_by(row: SqlAdapterVersion, actor: Principal) -> bool:
+    """Whether ``actor`` is the principal that published ``row`` (identity, not name).
+
+    Rows and callers without a principal id (in-process callers, rows that predate
+    principals and had no matching token) fall back to comparing names.
+    """
+    if row.created_by_id is not None or actor.principal_id is not None:
+        return row.created_by_id == actor.principal_id
+    return row.created_by == actor.name
+
+
 def approve_adapter(
     *, session: Session, actor: Principal, adapter_id: int, reason: str | None = None
 ) -> AdapterVersion:
     """Approve a candidate; nobody approves what they published themselves."""
     row = find_adapter_row(session, adapter_id)
-    if row.created_by == actor.name:
+    if published_by(row, actor):
         raise ForbiddenError(
             f"{actor.name!r} published {row.capability.name}@{row.version} and cannot approve it"
         )
-    action = _transition(session, row, AdapterState.APPROVED, actor, reason)
+    row, action = _transition(session, adapter_id, AdapterState.APPROVED, actor, reason)
     return _event(session, actor, action, row)
 
 
 def reject_adapter(
     *, session: Session, actor: Principal, adapter_id: int, reason: str | None = None
 ) -> AdapterVersion:
-    row = find_adapter_row(session, adapter_id)
-    action = _transition(session, row, AdapterState.REJECTED, actor, reason)
+    find_adapter_row(session, adapter_id)
+    row, action = _transition(session, adapter_id, AdapterState.REJECTED, actor, reason)
     return _event(session, actor, action, row)
 
 
 def revoke_adapter(
     *, session: Session, actor: Principal, adapter_id: int, reason: str | None = None
 ) -> AdapterVersion:
-    """Revoke an approved adapter and take it out of every channel that serves it."""
-    row = find_adapter_row(session, adapter_id)
-    action = _transition(session, row, AdapterState.REVOKED, actor, reason)
+    """Revoke an approved adapter and, in the same transaction, take it out of every
+    channel whose head serves it (a new revision per channel, reason ``revoke <name>``)."""
+    find_adapter_row(session, adapter_id)
+    row, action = _transition(session, adapter_id, AdapterState.REVOKED, actor, reason)
     name = f"{row.capability.name}@{row.version}"
     why = f"revoke {name}" + (f": {reason}" if reason else "")
     revisions = remove_adapter_everywhere(

@@ -1,4 +1,8 @@
-"""Runtime nodes report what they serve; a change of revision or audit result is an event."""
+"""Runtime nodes report what they serve; a change of revision or audit result is an event.
+
+A heartbeat is an upsert: concurrent first heartbeats of one node id all succeed, one of
+them inserts the row (and writes the event), the others retry as updates of that row.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from registry.db.convert import to_node
 from registry.db.models import SqlNode, utcnow
 from registry.domain import Node, Principal
 from registry.names import check_name, check_node_id
+from registry.services.retry import with_retries
+from registry.services.tokens import bind_node
 
 
 def heartbeat(
@@ -25,21 +31,30 @@ def heartbeat(
 ) -> Node:
     check_node_id(node_id)
     check_name("channel", channel)
+    bind_node(session=session, actor=actor, node_id=node_id)
     audit_ok = bool(audit.get("ok"))
-    row = session.get(SqlNode, node_id)
-    changed = row is None or (row.channel, row.revision, row.audit_ok) != (
-        channel,
-        revision,
-        audit_ok,
-    )
-    if row is None:
-        row = SqlNode(
-            id=node_id, channel=channel, revision=revision, audit=audit, audit_ok=audit_ok
+
+    def upsert() -> tuple[SqlNode, bool]:
+        row = session.scalar(
+            select(SqlNode)
+            .where(SqlNode.id == node_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
         )
-        session.add(row)
-    row.channel, row.revision, row.audit, row.audit_ok = channel, revision, audit, audit_ok
-    row.last_heartbeat = utcnow()
-    session.flush()
+        changed = row is None or (row.channel, row.revision, row.audit_ok) != (
+            channel,
+            revision,
+            audit_ok,
+        )
+        if row is None:
+            row = SqlNode(id=node_id)
+            session.add(row)
+        row.channel, row.revision, row.audit, row.audit_ok = channel, revision, audit, audit_ok
+        row.last_heartbeat = utcnow()
+        session.flush()
+        return row, changed
+
+    row, changed = with_retries(session, upsert)
     if changed:
         append_event(
             session,

@@ -84,7 +84,9 @@ def registry(
 
 @pytest.fixture
 def node(registry: Registry) -> Iterator[RegistryClient]:
-    client = RegistryClient(registry.server.url, registry.node_token)
+    # a node token is bound to the one node id it reports as: a fresh token per test's node
+    token = registry.admin.create_token(name="nodes", role="node")["token"]
+    client = RegistryClient(registry.server.url, token)
     yield client
     client.close()
 

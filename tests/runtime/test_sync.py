@@ -137,7 +137,7 @@ def test_a_tampered_blob_is_refused_and_the_node_keeps_its_library(
     data = stored.read_bytes()
     stored.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
 
-    # the server aborts a stream whose bytes fail its check (TransferError); a full body
+    # the server answers a corrupted blob digest_mismatch (DigestMismatchError); a full body
     # with wrong bytes is checked by the client (DigestMismatchError)
     with pytest.raises((errors.DigestMismatchError, errors.TransferError)):
         pull_library(registry.node, "canary", tmp_path / "node")

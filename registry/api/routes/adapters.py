@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from registry.api.deps import Approver, Publisher, Reader, StateDep
+from registry.api.responses import READ, errors
 from registry.api.schemas import (
     MAX_DB_INT,
     AdapterCreate,
@@ -20,10 +21,16 @@ from registry.services import adapters, lifecycle
 
 router = APIRouter(tags=["adapters"])
 
+DECISION = errors(404, 401, 403, 409, 413, 422)
 AdapterId = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
 
 
-@router.post("/adapters", response_model=AdapterPublic, status_code=201)
+@router.post(
+    "/adapters",
+    response_model=AdapterPublic,
+    status_code=201,
+    responses=errors(404, 401, 403, 409, 413, 422),
+)
 def post_adapter(body: AdapterCreate, state: StateDep, actor: Publisher) -> AdapterVersion:
     draft = adapters.AdapterDraft(
         capability=body.capability,
@@ -39,7 +46,7 @@ def post_adapter(body: AdapterCreate, state: StateDep, actor: Publisher) -> Adap
         )
 
 
-@router.get("/adapters", response_model=AdapterPage)
+@router.get("/adapters", response_model=AdapterPage, responses=errors(*READ))
 def get_adapters(
     state: StateDep,
     _reader: Reader,
@@ -60,19 +67,21 @@ def get_adapters(
         )
 
 
-@router.get("/adapters/{adapter_id}", response_model=AdapterPublic)
+@router.get("/adapters/{adapter_id}", response_model=AdapterPublic, responses=errors(404, *READ))
 def get_adapter(adapter_id: AdapterId, state: StateDep, _reader: Reader) -> AdapterVersion:
     with state.db.read() as session:
         return adapters.get_adapter(session=session, adapter_id=adapter_id)
 
 
-@router.get("/adapters/{adapter_id}/lineage", response_model=LineagePublic)
+@router.get(
+    "/adapters/{adapter_id}/lineage", response_model=LineagePublic, responses=errors(404, *READ)
+)
 def get_lineage(adapter_id: AdapterId, state: StateDep, _reader: Reader) -> Lineage:
     with state.db.read() as session:
         return adapters.lineage(session=session, adapter_id=adapter_id)
 
 
-@router.post("/adapters/{adapter_id}/approve", response_model=AdapterPublic)
+@router.post("/adapters/{adapter_id}/approve", response_model=AdapterPublic, responses=DECISION)
 def approve(
     adapter_id: AdapterId, body: Decision, state: StateDep, actor: Approver
 ) -> AdapterVersion:
@@ -82,7 +91,7 @@ def approve(
         )
 
 
-@router.post("/adapters/{adapter_id}/reject", response_model=AdapterPublic)
+@router.post("/adapters/{adapter_id}/reject", response_model=AdapterPublic, responses=DECISION)
 def reject(
     adapter_id: AdapterId, body: Decision, state: StateDep, actor: Approver
 ) -> AdapterVersion:
@@ -92,7 +101,7 @@ def reject(
         )
 
 
-@router.post("/adapters/{adapter_id}/revoke", response_model=AdapterPublic)
+@router.post("/adapters/{adapter_id}/revoke", response_model=AdapterPublic, responses=DECISION)
 def revoke(
     adapter_id: AdapterId, body: Decision, state: StateDep, actor: Approver
 ) -> AdapterVersion:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from registry.api.deps import Admin, Reader, StateDep
+from registry.api.responses import READ, errors
 from registry.api.schemas import BackboneCreate, BackbonePublic
 from registry.domain import Backbone
 from registry.services import backbones
@@ -12,7 +13,12 @@ from registry.services import backbones
 router = APIRouter(tags=["backbones"])
 
 
-@router.post("/backbones", response_model=BackbonePublic, status_code=201)
+@router.post(
+    "/backbones",
+    response_model=BackbonePublic,
+    status_code=201,
+    responses=errors(401, 403, 409, 413, 422),
+)
 def post_backbone(body: BackboneCreate, state: StateDep, actor: Admin) -> Backbone:
     with state.db.write() as session:
         return backbones.register_backbone(
@@ -24,13 +30,13 @@ def post_backbone(body: BackboneCreate, state: StateDep, actor: Admin) -> Backbo
         )
 
 
-@router.get("/backbones", response_model=list[BackbonePublic])
+@router.get("/backbones", response_model=list[BackbonePublic], responses=errors(*READ))
 def get_backbones(state: StateDep, _reader: Reader) -> list[Backbone]:
     with state.db.read() as session:
         return backbones.list_backbones(session=session)
 
 
-@router.get("/backbones/{key}", response_model=BackbonePublic)
+@router.get("/backbones/{key}", response_model=BackbonePublic, responses=errors(404, *READ))
 def get_backbone(key: str, state: StateDep, _reader: Reader) -> Backbone:
     with state.db.read() as session:
         return backbones.get_backbone(session=session, key=key)

@@ -1,45 +1,76 @@
-"""Content-addressed blobs: PUT streams and verifies, GET streams (or redirects to S3)."""
+"""Content-addressed blobs: PUT streams and verifies, GET verifies then streams (or
+redirects to S3)."""
 
 from __future__ import annotations
+
+from typing import IO, Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from registry.api.deps import Publisher, Reader, StateDep
-from registry.errors import InvalidError, PayloadTooLargeError
+from registry.api.responses import READ, errors
+from registry.api.schemas import BlobPublic
+from registry.domain import Principal
+from registry.errors import DigestMismatchError
 from registry.services import blobs
 
 router = APIRouter(tags=["blobs"])
 
+BINARY = {"schema": {"type": "string", "format": "binary"}}
+PUT_BODY = {"requestBody": {"required": True, "content": {"application/octet-stream": BINARY}}}
+PUT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": BlobPublic, "description": "The blob was already stored."},
+    201: {"model": BlobPublic, "description": "Stored."},
+    **errors(403, 409, *READ),
+}
+GET_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The blob's bytes.", "content": {"application/octet-stream": BINARY}},
+    307: {"description": "Large blob on S3: a presigned URL in `Location`."},
+    **errors(404, *READ),
+}
 
-def _declared_length(request: Request, limit: int) -> None:
-    raw = request.headers.get("content-length")
-    if raw is None:
-        return
-    if not raw.isdigit():
-        raise InvalidError("Content-Length must be a non-negative integer")
-    if int(raw) > limit:
-        raise PayloadTooLargeError(f"blob is larger than the limit of {limit} bytes")
+
+def _claim(state: StateDep, digest: str, spool: IO[bytes]) -> None:
+    with state.db.write() as session:
+        blobs.claim_blob(session=session, store=state.store, digest=digest, source=spool)
 
 
-@router.put("/blobs/{digest}", status_code=201, responses={200: {}, 201: {}})
+@router.put(
+    "/blobs/{digest}",
+    status_code=201,
+    responses=PUT_RESPONSES,
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/octet-stream": BINARY}}
+    },
+)
 async def put_blob(digest: str, request: Request, state: StateDep, _actor: Publisher) -> Response:
     blobs.check_digest(digest)
     limit = state.settings.max_body_bytes
-    _declared_length(request, limit)
     spool = await blobs.spool_upload(request.stream(), expected_sha256=digest, max_bytes=limit)
     try:
         blob = await run_in_threadpool(
             blobs.put_blob, store=state.store, source=spool, digest=digest
         )
+        await run_in_threadpool(_claim, state, digest, spool)
     finally:
         spool.close()
     body = {"digest": blob.digest, "size": blob.size}
     return JSONResponse(body, status_code=201 if blob.created else 200)
 
 
-def _blob_response(digest: str, state: StateDep, *, head: bool) -> Response:
+def _verified(state: StateDep, actor: Principal, digest: str) -> bytes | None:
+    """Verify the stored bytes before any is sent; a corrupted blob is audited, then 422."""
+    try:
+        return blobs.read_verified(store=state.store, digest=digest)
+    except DigestMismatchError as exc:
+        with state.db.write() as session:
+            blobs.record_corruption(session=session, actor=actor, digest=digest, error=exc)
+        raise
+
+
+def _blob_response(digest: str, state: StateDep, actor: Principal, *, head: bool) -> Response:
     size = blobs.blob_size(store=state.store, digest=digest)
     settings = state.settings
     url = blobs.presigned_url(
@@ -54,15 +85,18 @@ def _blob_response(digest: str, state: StateDep, *, head: bool) -> Response:
     headers = {"Content-Length": str(size), "ETag": f'"{digest}"'}
     if head:
         return Response(headers=headers, media_type="application/octet-stream")
+    data = _verified(state, actor, digest)
+    if data is not None:
+        return Response(data, headers=headers, media_type="application/octet-stream")
     stream = blobs.iter_blob(store=state.store, digest=digest)
     return StreamingResponse(stream, headers=headers, media_type="application/octet-stream")
 
 
-@router.get("/blobs/{digest}")
-def get_blob(digest: str, state: StateDep, _reader: Reader) -> Response:
-    return _blob_response(digest, state, head=False)
+@router.get("/blobs/{digest}", response_class=Response, responses=GET_RESPONSES)
+def get_blob(digest: str, state: StateDep, actor: Reader) -> Response:
+    return _blob_response(digest, state, actor, head=False)
 
 
-@router.head("/blobs/{digest}")
-def head_blob(digest: str, state: StateDep, _reader: Reader) -> Response:
-    return _blob_response(digest, state, head=True)
+@router.head("/blobs/{digest}", response_class=Response, responses=GET_RESPONSES)
+def head_blob(digest: str, state: StateDep, actor: Reader) -> Response:
+    return _blob_response(digest, state, actor, head=True)

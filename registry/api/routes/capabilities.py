@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from registry.api.deps import Admin, Reader, StateDep
+from registry.api.responses import READ, errors
 from registry.api.schemas import CapabilityCreate, CapabilityPublic
 from registry.domain import Capability
 from registry.services import capabilities
@@ -12,7 +13,12 @@ from registry.services import capabilities
 router = APIRouter(tags=["capabilities"])
 
 
-@router.post("/capabilities", response_model=CapabilityPublic, status_code=201)
+@router.post(
+    "/capabilities",
+    response_model=CapabilityPublic,
+    status_code=201,
+    responses=errors(401, 403, 409, 413, 422),
+)
 def post_capability(body: CapabilityCreate, state: StateDep, actor: Admin) -> Capability:
     with state.db.write() as session:
         return capabilities.create_capability(
@@ -24,13 +30,13 @@ def post_capability(body: CapabilityCreate, state: StateDep, actor: Admin) -> Ca
         )
 
 
-@router.get("/capabilities", response_model=list[CapabilityPublic])
+@router.get("/capabilities", response_model=list[CapabilityPublic], responses=errors(*READ))
 def get_capabilities(state: StateDep, _reader: Reader) -> list[Capability]:
     with state.db.read() as session:
         return capabilities.list_capabilities(session=session)
 
 
-@router.get("/capabilities/{name}", response_model=CapabilityPublic)
+@router.get("/capabilities/{name}", response_model=CapabilityPublic, responses=errors(404, *READ))
 def get_capability(name: str, state: StateDep, _reader: Reader) -> Capability:
     with state.db.read() as session:
         return capabilities.get_capability(session=session, name=name)

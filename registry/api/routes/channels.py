@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from registry.api.deps import Approver, Reader, StateDep
+from registry.api.responses import READ, errors
 from registry.api.schemas import (
     MAX_DB_INT,
     GateReportPublic,
@@ -60,7 +61,7 @@ async def _long_poll(state: StateDep, name: str, after: int, wait: float) -> Rev
         await state.notifier.wait(min(settings.long_poll_interval_s, remaining))
 
 
-@router.get("/channels", response_model=list[RevisionPublic])
+@router.get("/channels", response_model=list[RevisionPublic], responses=errors(*READ))
 def get_channels(state: StateDep, _reader: Reader) -> list[Revision]:
     with state.db.read() as session:
         return channels.list_channels(session=session)
@@ -69,7 +70,10 @@ def get_channels(state: StateDep, _reader: Reader) -> list[Revision]:
 @router.get(
     "/channels/{name}",
     response_model=RevisionPublic,
-    responses={304: {"description": "Not modified / nothing newer within `wait`."}},
+    responses={
+        304: {"description": "Not modified / nothing newer within `wait`."},
+        **errors(404, *READ),
+    },
 )
 async def get_channel(
     name: str,
@@ -92,7 +96,11 @@ async def get_channel(
     return _revision_response(revision, None)
 
 
-@router.get("/channels/{name}/revisions", response_model=list[RevisionPublic])
+@router.get(
+    "/channels/{name}/revisions",
+    response_model=list[RevisionPublic],
+    responses=errors(404, *READ),
+)
 def get_revisions(name: str, state: StateDep, _reader: Reader) -> list[Revision]:
     check_name("channel", name)
     with state.db.read() as session:
@@ -103,13 +111,20 @@ def _request(name: str, body: PromoteRequest) -> channels.PromoteRequest:
     return channels.PromoteRequest(channel=name, **body.model_dump())
 
 
-@router.post("/channels/{name}/gate", response_model=GateReportPublic)
+@router.post(
+    "/channels/{name}/gate", response_model=GateReportPublic, responses=errors(404, 409, *READ)
+)
 def post_gate(name: str, body: PromoteRequest, state: StateDep, _reader: Reader) -> GateReport:
     with state.db.read() as session:
         return channels.dry_run_gate(session=session, request=_request(name, body))
 
 
-@router.post("/channels/{name}/promote", response_model=PromotePublic, status_code=201)
+@router.post(
+    "/channels/{name}/promote",
+    response_model=PromotePublic,
+    status_code=201,
+    responses=errors(404, 401, 403, 409, 413, 422),
+)
 def post_promote(
     name: str, body: PromoteRequest, state: StateDep, actor: Approver
 ) -> PromoteResult:
@@ -119,7 +134,12 @@ def post_promote(
     return result
 
 
-@router.post("/channels/{name}/rollback", response_model=RevisionPublic, status_code=201)
+@router.post(
+    "/channels/{name}/rollback",
+    response_model=RevisionPublic,
+    status_code=201,
+    responses=errors(404, 401, 403, 409, 413, 422),
+)
 def post_rollback(name: str, body: RollbackRequest, state: StateDep, actor: Approver) -> Revision:
     with state.db.write() as session:
         revision = channels.rollback(

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from registry.api.deps import Reader, StateDep
+from registry.api.responses import READ, errors
 from registry.api.schemas import MAX_DB_INT, EventPublic, VerifyPublic
 from registry.domain import Event, VerifyReport
 from registry.services import events
@@ -14,7 +15,7 @@ from registry.services import events
 router = APIRouter(tags=["events"])
 
 
-@router.get("/events", response_model=list[EventPublic])
+@router.get("/events", response_model=list[EventPublic], responses=errors(*READ))
 def get_events(
     state: StateDep,
     _reader: Reader,
@@ -25,7 +26,7 @@ def get_events(
         return events.list_events(session=session, after=after, limit=limit)
 
 
-@router.get("/events/verify", response_model=VerifyPublic)
+@router.get("/events/verify", response_model=VerifyPublic, responses=errors(*READ))
 def get_verify(state: StateDep, _reader: Reader) -> VerifyReport:
     with state.db.read() as session:
         return events.verify(session=session)

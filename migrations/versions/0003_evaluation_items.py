@@ -1,7 +1,7 @@
 """evaluations: per-item scores and provenance (for the paired-bootstrap gate)
 
-Revision ID: 0002_evaluation_items
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0002_evaluation_items"
-down_revision: str | None = "0001"
+revision: str = "0003"
+down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,189 @@
+"""Consistency check of the whole registry: database rows against blobs, and the chain.
+
+- every referenced blob exists, hashes to its digest and has the size the store reports;
+- every adapter's weights blob parses to its recorded manifest root, every backbone's
+  manifest blob to its root;
+- every channel's revisions are numbered 1..N, and its head serves only approved adapters
+  whose roots and files are the ones recorded, with a library digest that recomputes;
+- the event chain verifies.
+
+Each problem is one ``Finding``; a clean registry has none.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from registry.audit import verify_events
+from registry.db.models import SqlAdapterVersion, SqlBackbone, SqlChannel, SqlRevision
+from registry.domain import AdapterState
+from registry.services.library import library_digest
+from storage import (
+    BlobNotFoundError,
+    BlobStore,
+    DigestMismatchError,
+    Manifest,
+    StorageError,
+    manifest_of_stream,
+)
+
+WEIGHTS_FILE = "adapter_model.safetensors"
+READ_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str  # blob, adapter, backbone, channel, events
+    subject: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class FsckReport:
+    findings: list[Finding] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+def _check_blob(store: BlobStore, digest: str) -> str | None:
+    """None when the blob is there, whole and verified; else what is wrong."""
+    try:
+        size = store.size(digest)
+        read = 0
+        with store.open(digest) as fh:
+            while chunk := fh.read(READ_CHUNK):
+                read += len(chunk)
+    except BlobNotFoundError:
+        return "missing from the store"
+    except DigestMismatchError as exc:
+        return f"corrupted: its bytes hash to {exc.actual}"
+    except (StorageError, OSError) as exc:
+        return f"unreadable: {exc}"
+    if read != size:
+        return f"the store reports {size} bytes, {read} were read"
+    return None
+
+
+def _blob_findings(store: BlobStore, referrers: dict[str, list[str]]) -> list[Finding]:
+    findings = []
+    for digest, who in sorted(referrers.items()):
+        problem = _check_blob(store, digest)
+        if problem is not None:
+            findings.append(Finding("blob", digest, f"{problem} (used by {', '.join(who)})"))
+    return findings
+
+
+def _weights_root(store: BlobStore, digest: str) -> str | None:
+    try:
+        with store.open(digest) as fh:
+            return manifest_of_stream(fh, store.size(digest), label=WEIGHTS_FILE).root
+    except (StorageError, OSError):
+        return None  # reported by the blob check
+
+
+def _adapter_findings(store: BlobStore, rows: list[SqlAdapterVersion]) -> list[Finding]:
+    findings = []
+    for row in rows:
+        digest = row.files.get(WEIGHTS_FILE)
+        name = f"{row.capability.name}@{row.version}"
+        if digest is None:
+            findings.append(Finding("adapter", name, f"no {WEIGHTS_FILE} among its files"))
+            continue
+        root = _weights_root(store, digest)
+        if root is not None and root != row.manifest_root:
+            findings.append(
+                Finding("adapter", name, f"weights hash to root {root}, not {row.manifest_root}")
+            )
+    return findings
+
+
+def _backbone_findings(store: BlobStore, rows: list[SqlBackbone]) -> list[Finding]:
+    findings = []
+    for row in rows:
+        try:
+            manifest = Manifest.from_json(json.loads(store.get(row.manifest_digest)))
+        except (StorageError, OSError, ValueError):
+            continue  # reported by the blob check
+        if manifest.root != row.root:
+            findings.append(
+                Finding("backbone", row.name, f"manifest blob has root {manifest.root}")
+            )
+    return findings
+
+
+def _entry_problem(entry: dict[str, object], row: SqlAdapterVersion | None) -> str | None:
+    if row is None:
+        return "is not a registered adapter"
+    if row.state != AdapterState.APPROVED.value:
+        return f"is {row.state}, not approved"
+    if entry.get("manifest_root") != row.manifest_root or entry.get("files") != row.files:
+        return "does not match the adapter's recorded root and files"
+    return None
+
+
+def _channel_findings(session: Session, channel: SqlChannel) -> list[Finding]:
+    numbers = list(
+        session.scalars(
+            select(SqlRevision.revision)
+            .where(SqlRevision.channel_id == channel.id)
+            .order_by(SqlRevision.revision)
+        )
+    )
+    findings = []
+    if numbers != list(range(1, len(numbers) + 1)):
+        findings.append(Finding("channel", channel.name, f"revisions are not 1..N: {numbers}"))
+    if not numbers:
+        return findings
+    head = session.scalars(
+        select(SqlRevision).where(
+            SqlRevision.channel_id == channel.id, SqlRevision.revision == numbers[-1]
+        )
+    ).one()
+    for cap, entry in sorted(head.library.items()):
+        problem = _entry_problem(entry, session.get(SqlAdapterVersion, entry.get("adapter_id")))
+        if problem is not None:
+            findings.append(
+                Finding("channel", channel.name, f"head {head.revision}: {cap} {problem}")
+            )
+    digest = library_digest(channel.backbone.root, head.library, list(head.order))
+    if digest != head.library_digest:
+        findings.append(
+            Finding("channel", channel.name, f"head {head.revision}: library digest differs")
+        )
+    return findings
+
+
+def fsck(*, session: Session, store: BlobStore) -> FsckReport:
+    """Check everything; reads every referenced blob once (twice for adapter weights)."""
+    adapters = list(session.scalars(select(SqlAdapterVersion).order_by(SqlAdapterVersion.id)))
+    backbones = list(session.scalars(select(SqlBackbone).order_by(SqlBackbone.id)))
+    channels = list(session.scalars(select(SqlChannel).order_by(SqlChannel.id)))
+    referrers: dict[str, list[str]] = {}
+    for adapter in adapters:
+        for digest in adapter.files.values():
+            referrers.setdefault(digest, []).append(f"{adapter.capability.name}@{adapter.version}")
+    for backbone in backbones:
+        referrers.setdefault(backbone.manifest_digest, []).append(f"backbone {backbone.name}")
+    findings = _blob_findings(store, referrers)
+    findings += _adapter_findings(store, adapters)
+    findings += _backbone_findings(store, backbones)
+    for channel in channels:
+        findings += _channel_findings(session, channel)
+    chain = verify_events(session)
+    if not chain.ok:
+        findings.append(Finding("events", f"event {chain.first_broken}", chain.detail))
+    checked = {
+        "blobs": len(referrers),
+        "adapters": len(adapters),
+        "backbones": len(backbones),
+        "channels": len(channels),
+        "events": chain.count,
+    }
+    return FsckReport(findings=findings, checked=checked)
