@@ -54,17 +54,18 @@ def current_user(request: Request, state: StateDep) -> WebUser:
 
 
 async def form_fields(request: Request) -> dict[str, str]:
-    """The posted form (URL-encoded, at most 64 KiB); the last value of a repeated field."""
-    if request.headers.get("content-type", "").split(";")[0].strip() != FORM_TYPE:
-        raise FormError(f"expected a form ({FORM_TYPE})")
+    """The posted form (URL-encoded, at most 64 KiB; an empty body is an empty form)."""
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > MAX_FORM_BYTES:
             raise PayloadTooLargeError(f"a form is at most {MAX_FORM_BYTES} bytes")
+    if not body:
+        return {}
+    if request.headers.get("content-type", "").split(";")[0].strip() != FORM_TYPE:
+        raise FormError(f"expected a form ({FORM_TYPE})")
     try:
-        text = body.decode("utf-8")
-        return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=200))
+        return dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=200))
     except ValueError as exc:
         raise FormError(f"unreadable form: {exc}") from exc
 

@@ -4,18 +4,42 @@ screenshot folder of the browser test, listed at the end of the run."""
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import World
+from fastapi.testclient import TestClient
+from harness import Harness, World, make_tokens, make_world
 from shots import TAKEN, Shots
 from webworld import Site, populate
+
+from registry.api.app import create_app
+from registry.db.session import Database
+from registry.settings import Settings
 
 
 @pytest.fixture
 def site(sqlite_world: World) -> Site:
     """The populated registry on SQLite (the pages' subject is not the database)."""
     return populate(sqlite_world)
+
+
+@pytest.fixture(scope="module")
+def read_site(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Iterator[Site]:
+    """One populated registry (SQLite) shared by a module's tests that only read."""
+    tmp = tmp_path_factory.mktemp("web-read")
+    shutil.copyfile(sqlite_template, tmp / "registry.db")
+    url = f"sqlite:///{tmp / 'registry.db'}"
+    db = Database(url)
+    app = create_app(Settings(database_url=url, store_url=str(tmp / "blobs")), database=db)
+    try:
+        with TestClient(app) as client:
+            api = Harness(client=client, db=db, store=app.state.weact.store, tmp=tmp)
+            api.tokens = make_tokens(db)
+            yield populate(make_world(api))
+    finally:
+        db.dispose()
 
 
 @pytest.fixture

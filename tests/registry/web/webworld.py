@@ -9,6 +9,7 @@ node-1 follows prod and serves revision 1: one behind, audit ok
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,33 @@ class Site:
 
     def adapter(self, name: str) -> dict[str, Any]:
         return dict(self.api.ok("GET", f"/adapters/{self.ids[name]}", "reader"))
+
+    def approved(self, capability: str, seed: int) -> int:
+        """A new approved version (through the API), recorded in ``ids``; its id."""
+        adapter = self.api.approved(capability, self.backbone, seed)
+        self.ids[adapter["name"]] = adapter["id"]
+        return int(adapter["id"])
+
+    def sign_in(self, who: str) -> str:
+        """Sign the test client in through the form (cookie jar); returns the page CSRF."""
+        client = self.api.client
+        nonce = hidden(client.get("/sign-in").text, "csrf")
+        form = {"token": self.api.tokens[who], "csrf": nonce, "next": "/nodes"}
+        answer = client.post("/sign-in", data=form, follow_redirects=False)
+        assert answer.status_code == 303, answer.text
+        assert answer.headers["location"] == "/nodes"
+        return hidden(client.get("/").text, "csrf")
+
+    def post(self, path: str, data: dict[str, Any], **kw: Any) -> Any:
+        """A form post with whatever the client's cookie jar holds."""
+        return self.api.client.post(path, data=data, follow_redirects=False, **kw)
+
+
+def hidden(html: str, name: str) -> str:
+    """The value of the first hidden input called ``name`` in a page."""
+    found = re.search(rf'<input type="hidden" name="{name}" value="([^"]*)"', html)
+    assert found is not None, f"no hidden {name!r} field"
+    return found.group(1)
 
 
 def _score(api: Harness, adapter_id: int, score: float) -> None:
