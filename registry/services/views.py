@@ -93,6 +93,9 @@ class ChannelSummary:
 
 @dataclass(frozen=True)
 class AdapterDetail:
+    """One version's page. A model card and tags, once versions carry them, join here: the
+    template shows ``card`` and ``adapter.tags`` when they exist and says so when not."""
+
     adapter: AdapterVersion
     lineage: Lineage
     serving: list[Revision]

@@ -9,6 +9,7 @@ import html
 import re
 
 import pytest
+from harness import Harness
 from webworld import Site
 
 SECURITY = {
@@ -147,3 +148,58 @@ def test_audit_page_pages_through_events(read_site: Site) -> None:
     first = text_of(read_site.get(f"/audit?before={events[1]['id']}").text)
     assert "token.create" in first
     assert "older events" not in first
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "says"),
+    [
+        ("/", 200, "No channel yet"),
+        ("/capabilities", 200, "No capability yet"),
+        ("/adapters", 200, "No version matches"),
+        ("/channels", 200, "No channel yet"),
+        ("/channels/prod", 404, "channel 'prod' not found"),
+        ("/channels/prod/diff", 404, "channel 'prod' not found"),
+        ("/gates", 200, "No gate report matches"),
+        ("/nodes", 200, "No node has reported yet"),
+        ("/audit", 200, "Chain intact."),
+    ],
+)
+def test_pages_of_an_empty_registry(sqlite_api: Harness, path: str, status: int, says: str) -> None:
+    page = sqlite_api.client.get(path, headers=sqlite_api.auth("reader"))
+    assert page.status_code == status
+    assert says in html.unescape(page.text)
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "code"),
+    [
+        ("/adapters/999", 404, "not_found"),
+        ("/adapters/0", 422, "invalid"),
+        ("/adapters/abc", 422, "invalid"),
+        ("/adapters?state=bogus", 422, "invalid"),
+        ("/adapters?page=0", 422, "invalid"),
+        ("/channels/Prod", 422, "invalid"),
+        ("/channels/prod/diff?from=1&to=9", 404, "not_found"),
+        ("/gates?outcome=maybe", 422, "invalid"),
+        ("/audit?before=-1", 422, "invalid"),
+    ],
+)
+def test_bad_input_is_an_html_error_page(
+    read_site: Site, path: str, status: int, code: str
+) -> None:
+    page = read_site.get(path)
+    assert page.status_code == status
+    assert page.headers["content-type"].startswith("text/html")
+    assert f'data-code="{code}"' in page.text
+    assert "rita" in page.text  # still signed in, the header says who
+
+
+def test_pages_stay_out_of_the_api_schema_and_the_api_stays_json(read_site: Site) -> None:
+    paths = read_site.api.client.get("/openapi.json").json()["paths"]
+    assert all(path.startswith("/v1/") for path in paths)
+    assert read_site.api.client.get("/docs").status_code == 200
+    unknown = read_site.get("/v1/adapters/999")
+    assert unknown.json()["error"] == "not_found"
+    style = read_site.api.client.get("/static/weact.css")
+    assert style.status_code == 200
+    assert style.headers["content-type"].startswith("text/css")
