@@ -16,6 +16,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from registry.web.deps import WebUser
+
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
@@ -104,7 +106,12 @@ def render(template: str, **context: Any) -> str:
 
 
 def page(
-    request: Request, template: str, *, user: Any = None, status: int = 200, **context: Any
+    request: Request,
+    template: str,
+    *,
+    user: WebUser | None = None,
+    status: int = 200,
+    **context: Any,
 ) -> HTMLResponse:
     """A rendered page with the security headers; ``user`` is the signed-in WebUser."""
     body = render(

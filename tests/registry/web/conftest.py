@@ -43,6 +43,16 @@ def read_site(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -
 
 
 @pytest.fixture
+def shared_site(read_site: Site) -> Iterator[Site]:
+    """The module's populated registry for a test that changes nothing in it (a refusal,
+    signing in and out); the client's cookies are dropped afterwards."""
+    try:
+        yield read_site
+    finally:
+        read_site.api.client.cookies.clear()
+
+
+@pytest.fixture
 def any_site(world: World) -> Site:
     """The populated registry on SQLite and on PostgreSQL."""
     return populate(world)

@@ -52,16 +52,16 @@ def test_rollback_and_revoke_through_the_forms(any_site: Site) -> None:
     assert current["reason"] == "revoke write@1: leaks"
 
 
-def test_a_refused_gate_is_a_409_page_with_its_report(site: Site) -> None:
-    csrf = site.sign_in("approver")
-    before = head(site)
-    form = {"csrf": csrf, "adapter.write": str(site.ids["write@3"])}
-    answer = site.post("/channels/prod/promote", form)
+def test_a_refused_gate_is_a_409_page_with_its_report(shared_site: Site) -> None:
+    csrf = shared_site.sign_in("approver")
+    before = head(shared_site)
+    form = {"csrf": csrf, "adapter.write": str(shared_site.ids["write@3"])}
+    answer = shared_site.post("/channels/prod/promote", form)
     assert answer.status_code == 409
     text = html.unescape(re.sub(r"<[^>]+>", " ", answer.text))
     assert "the gate refused the promotion" in text
     assert re.search(r"write-quality\s+v1\s+write\s+0\.86\s+0\.5\s+-0\.36", text)
-    assert head(site) == before
+    assert head(shared_site) == before
 
 
 @pytest.mark.parametrize(
@@ -84,23 +84,25 @@ def test_a_refused_gate_is_a_409_page_with_its_report(site: Site) -> None:
     ],
 )
 def test_refused_forms_change_nothing(
-    site: Site, path: str, form: dict[str, str], status: int, code: str | None
+    shared_site: Site, path: str, form: dict[str, str], status: int, code: str | None
 ) -> None:
-    csrf = site.sign_in("approver")
-    before = site.api.counts()
-    target = re.sub(r"\{([^}]+)\}", lambda m: str(site.ids[m.group(1)]), path)
-    answer = site.post(target, {"csrf": csrf, **form})
+    csrf = shared_site.sign_in("approver")
+    before = shared_site.api.counts()
+    target = re.sub(r"\{([^}]+)\}", lambda m: str(shared_site.ids[m.group(1)]), path)
+    answer = shared_site.post(target, {"csrf": csrf, **form})
     assert answer.status_code == status, answer.text
     if code is not None:
         assert f'data-code="{code}"' in answer.text
-    assert site.api.counts() == before
+    assert shared_site.api.counts() == before
 
 
-def test_nobody_approves_what_they_published(site: Site) -> None:
+def test_nobody_approves_what_they_published(shared_site: Site) -> None:
     """alice published write@4; her approver token may not approve it (the service's rule)."""
-    answer = site.post(
-        f"/adapters/{site.ids['write@4']}/approve", {}, headers=site.api.auth("self_approver")
+    answer = shared_site.post(
+        f"/adapters/{shared_site.ids['write@4']}/approve",
+        {},
+        headers=shared_site.api.auth("self_approver"),
     )
     assert answer.status_code == 403
     assert "cannot approve it" in html.unescape(answer.text)
-    assert site.adapter("write@4")["state"] == "candidate"
+    assert shared_site.adapter("write@4")["state"] == "candidate"
