@@ -176,6 +176,23 @@ def test_approver_approves_and_reader_cannot(browser: Any, served: Served, shots
     assert served.client("reader").get_adapter(candidate)["state"] == "approved"
 
 
+def test_a_promotion_the_gate_refuses_shows_the_report(
+    browser: Any, served: Served, shots: Shots
+) -> None:
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    sign_in(page, served, "approver")
+    page.goto(f"{served.url}/channels/prod")
+    before = served.client("reader").get_channel("prod")["revision"]
+    page.select_option("select[name='adapter.write']", str(served.ids["write@3"]))
+    page.click("form.promote button[type=submit]")
+    assert page.inner_text("h1") == "Gate failed"
+    assert "fail" in page.inner_text("table.checks")
+    shots.take(page, "14-gate-refused")
+    context.close()
+    assert served.client("reader").get_channel("prod")["revision"] == before
+
+
 def test_approver_rolls_back_a_channel(browser: Any, served: Served, shots: Shots) -> None:
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
