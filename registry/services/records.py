@@ -6,7 +6,7 @@ hand them and the rest out as frozen objects for the web pages.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -41,9 +41,15 @@ def _check_limit(limit: int) -> None:
         raise InvalidError(f"limit must be 1..{MAX_ROWS}")
 
 
+def _known(cls: type[Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """The stored fields that ``cls`` has (reports recorded by another version may differ)."""
+    names = {f.name for f in fields(cls)}
+    return {key: value for key, value in stored.items() if key in names}
+
+
 def _gate_report(report: dict[str, Any]) -> GateReport:
-    checks = [GateCheck(**check) for check in report.get("checks", [])]
-    return GateReport(passed=bool(report.get("passed")), checks=checks)
+    checks = [GateCheck(**_known(GateCheck, check)) for check in report.get("checks", [])]
+    return GateReport(**{**_known(GateReport, report), "checks": checks})
 
 
 def _gate_record(row: SqlGate) -> GateRecord:

@@ -12,13 +12,19 @@ from typing import Any
 
 import pytest
 from factories import backbone_manifest_json, write_adapter, write_backbone
-from webworld import BENCHMARK
+from webworld import BENCHMARK, ITEMS, item_scores
 
 from cli.launcher import EmbeddedRegistry
 from registry.client import RegistryClient
 from registry.errors import GateFailedError
 
-PEOPLE = {"reader": "rita", "publisher": "alice", "approver": "bob", "node": "node-1"}
+PEOPLE = {
+    "reader": "rita",
+    "publisher": "alice",
+    "approver": "bob",
+    "node": "node-1",
+    "evaluator": "eve",
+}
 CAPABILITIES = (("plan", "Plan the research"), ("search", "Search the KB"), ("write", "Write"))
 
 
@@ -50,9 +56,14 @@ class Served:
 
 
 def _score(served: Served, adapter_id: int, score: float) -> None:
-    with served.client("publisher") as client:
+    with served.client("evaluator") as client:  # not the publisher: the gate ignores those
         client.create_evaluation(
-            benchmark="write-quality", benchmark_version=1, adapter_id=adapter_id, score=score, n=50
+            benchmark="write-quality",
+            benchmark_version=1,
+            adapter_id=adapter_id,
+            score=score,
+            n=ITEMS,
+            items=item_scores(score),
         )
 
 

@@ -78,7 +78,7 @@ def test_adapter_page(read_site: Site) -> None:
     assert "no replay" in text
     assert "parent write@1" in text
     assert "Served by prod revision 2" in text
-    assert "write-quality v1 0.86 50" in text
+    assert "write-quality v1 0.86 20 eve" in text
     assert "No model card recorded" in text
 
 
@@ -125,8 +125,11 @@ def test_revision_diff_names_the_changed_capability(read_site: Site) -> None:
 def test_gates_page(read_site: Site) -> None:
     text = text_of(read_site.get("/gates").text)
     assert "refused prod on revision 2" in text
-    assert "write-quality v1 write 0.86 0.5 -0.36 0.01 fail" in text
-    assert "write-quality v1 write 0.8 0.86 +0.06 0.01 pass" in text
+    assert "write-quality v1 write 0.86 0.5 -0.36 0.01 paired bootstrap · n=20 · CI [" in text
+    assert re.search(
+        r"0\.8 0\.86 \+0\.06 0\.01 paired bootstrap · n=20 · CI \[\S+, \S+\] pass", text
+    )
+    assert re.search(r"-0\.36 0\.01 paired bootstrap · n=20 · CI \[\S+, \S+\] fail", text)
     assert "new channel" in text
     refused = text_of(read_site.get("/gates?outcome=refused").text)
     assert "passed prod" not in refused

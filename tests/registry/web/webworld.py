@@ -68,9 +68,21 @@ def hidden(html: str, name: str) -> str:
     return found.group(1)
 
 
+ITEMS = 20
+
+
+def item_scores(score: float) -> dict[str, float]:
+    """Per-item scores whose mean is ``score`` (for the gate's paired test): offsets of
+    -0.1..0.1 that cancel out over the 20 items and differ from one score to another."""
+    shift = round(score * 100)
+    return {f"q{i:02d}": score + 0.05 * ((7 * i + shift) % 5 - 2) for i in range(ITEMS)}
+
+
 def _score(api: Harness, adapter_id: int, score: float) -> None:
+    """Scores come from an evaluator: the gate ignores those posted by the publisher."""
     body = {"benchmark": "write-quality", "benchmark_version": 1, "adapter_id": adapter_id}
-    api.ok("POST", "/evaluations", "publisher", json={**body, "score": score, "n": 50})
+    items = {"score": score, "n": ITEMS, "items": item_scores(score)}
+    api.ok("POST", "/evaluations", "evaluator", json={**body, **items})
 
 
 def populate(world: World) -> Site:
