@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test test-slow lint bench clean
+.PHONY: venv browser demo test test-slow lint bench clean
 
 venv: $(STAMP)
 
@@ -20,7 +20,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/weact demo
 
-test: $(STAMP)
+# Debian's Chromium for the browser test; instant once installed (see the script).
+browser:
+	@bash .ci/ensure-chromium
+
+test: $(STAMP) browser
 	$(PY) -m pytest -q
 
 test-slow: $(STAMP)

@@ -32,6 +32,7 @@ from registry.db.session import Database
 from registry.domain import RegistryStats
 from registry.services.stats import registry_stats
 from registry.settings import Settings
+from registry.web import install_web
 from storage import BlobStore, open_store
 
 ROUTERS = (
@@ -84,6 +85,7 @@ def create_app(settings: Settings, *, database: Database | None = None) -> FastA
     for module in ROUTERS:
         api.include_router(module.router)
     app.include_router(api)
+    install_web(app)
     install_error_handlers(app)
     app.add_middleware(
         BodyLimitMiddleware,

@@ -12,16 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
-from harness import Harness, World, make_tokens, make_world
-from sqlalchemy import Engine, create_engine
-from sqlalchemy.pool import NullPool
+from harness import Harness, World, build_harness, empty_database, make_world
+from sqlalchemy import create_engine
 
-from registry.api.app import create_app
 from registry.db.migrate import upgrade
-from registry.db.models import Base
-from registry.db.session import Database
-from registry.settings import Settings
 
 PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432"
 
@@ -53,17 +47,6 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-_PG_ENGINES: dict[str, Engine] = {}
-
-
-def _empty(url: str) -> None:
-    """Delete every row (cheaper than TRUNCATE for tables this small)."""
-    engine = _PG_ENGINES.setdefault(url, create_engine(url, poolclass=NullPool))
-    with engine.begin() as conn:
-        for table in reversed(Base.metadata.sorted_tables):
-            conn.execute(table.delete())
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
@@ -71,29 +54,13 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
         return f"sqlite:///{path}"
     url: str = request.getfixturevalue("pg_url")
-    _empty(url)
+    empty_database(url)
     return url
 
 
 @pytest.fixture
 def store_url(tmp_path: Path) -> str:
     return str(tmp_path / "blobs")
-
-
-def build_harness(
-    database_url: str, store_url: str, tmp_path: Path, **settings: object
-) -> Iterator[Harness]:
-    config = Settings(database_url=database_url, store_url=store_url, **settings)  # type: ignore[arg-type]
-    db = Database(database_url)
-    app = create_app(config, database=db)
-    state = app.state.weact
-    try:
-        with TestClient(app) as client:
-            yield Harness(
-                client=client, db=db, store=state.store, tmp=tmp_path, tokens=make_tokens(db)
-            )
-    finally:
-        db.dispose()
 
 
 @pytest.fixture

@@ -19,12 +19,16 @@ from factories import (
     write_backbone,
 )
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import Engine, create_engine, func, select
+from sqlalchemy.pool import NullPool
 
+from registry.api.app import create_app
 from registry.db import models
+from registry.db.models import Base
 from registry.db.session import Database
 from registry.domain import Role
 from registry.services.tokens import create_token
+from registry.settings import Settings
 from storage import BlobStore
 
 # principal names: the publisher and the "self" approver are the same person
@@ -34,6 +38,7 @@ PRINCIPALS = {
     "publisher": ("alice", Role.PUBLISHER),
     "approver": ("bob", Role.APPROVER),
     "node": ("node-1", Role.NODE),
+    "node2": ("node-2", Role.NODE),  # a node token reports as one node only
     "self_approver": ("alice", Role.APPROVER),
     "evaluator": ("eve", Role.EVALUATOR),
 }
@@ -188,3 +193,30 @@ def dumps(obj: Any) -> bytes:
 
 
 __all__ = ["Harness", "httpx", "make_tokens", "running"]
+
+
+_PG_ENGINES: dict[str, Engine] = {}
+
+
+def empty_database(url: str) -> None:
+    """Delete every row (cheaper than TRUNCATE for tables this small)."""
+    engine = _PG_ENGINES.setdefault(url, create_engine(url, poolclass=NullPool))
+    with engine.begin() as conn:
+        for table in reversed(Base.metadata.sorted_tables):
+            conn.execute(table.delete())
+
+
+def build_harness(
+    database_url: str, store_url: str, tmp_path: Path, **settings: object
+) -> Iterator[Harness]:
+    config = Settings(database_url=database_url, store_url=store_url, **settings)  # type: ignore[arg-type]
+    db = Database(database_url)
+    app = create_app(config, database=db)
+    state = app.state.weact
+    try:
+        with TestClient(app) as client:
+            yield Harness(
+                client=client, db=db, store=state.store, tmp=tmp_path, tokens=make_tokens(db)
+            )
+    finally:
+        db.dispose()

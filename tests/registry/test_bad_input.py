@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import build_harness
-from harness import Harness, World, make_world
+from harness import Harness, World, build_harness, make_world
 
 JSON = {"Content-Type": "application/json"}
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import boto3
 import httpx
 import pytest
-from conftest import build_harness
-from harness import Harness, make_world
+from harness import Harness, build_harness, make_world
 
 THRESHOLD = 4096
 

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 import schemathesis
-from conftest import build_harness
-from harness import PRINCIPALS, Harness, World, make_world
+from harness import PRINCIPALS, Harness, World, build_harness, make_world
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (

@@ -12,8 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import build_harness
-from harness import Harness, World, make_world
+from harness import Harness, World, build_harness, make_world
 
 from cli.launcher import embedded_registry
 from registry.db.migrate import upgrade

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import _empty
 from factories import backbone_manifest_json, write_backbone
-from harness import Harness, World, make_world
+from harness import Harness, World, empty_database, make_world
 from live import THREADS, assert_consistent, at_once, events_about, live_harness, statuses
 
 from cli.launcher import EmbeddedRegistry, embedded_registry
@@ -33,7 +32,7 @@ def pg_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 @pytest.fixture
 def live(pg_server: EmbeddedRegistry, pg_url: str, tmp_path: Path) -> Iterator[Harness]:
-    _empty(pg_url)
+    empty_database(pg_url)
     with live_harness(pg_server, tmp_path) as api:
         yield api
 

@@ -1,0 +1,115 @@
+"""Reads that no API route offers yet: gate reports, the newest events, per-adapter scores.
+
+Every promotion records its gate report (``registry.services.channels``); these functions
+hand them and the rest out as frozen objects for the web pages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from registry.audit import to_event
+from registry.db.convert import to_evaluation
+from registry.db.models import SqlAdapterVersion, SqlCapability, SqlEvaluation, SqlEvent
+from registry.db.models import SqlGateReport as SqlGate
+from registry.domain import Evaluation, Event, GateCheck, GateReport
+from registry.errors import InvalidError
+
+MAX_ROWS = 1000
+
+
+@dataclass(frozen=True)
+class GateRecord:
+    """A gate report as it was recorded for a promotion (passed or refused)."""
+
+    id: int
+    channel: str
+    base_revision: int
+    library_digest: str
+    report: GateReport
+    created_by: str
+    created_at: datetime
+
+
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_ROWS:
+        raise InvalidError(f"limit must be 1..{MAX_ROWS}")
+
+
+def _known(cls: type[Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """The stored fields that ``cls`` has (reports recorded by another version may differ)."""
+    names = {f.name for f in fields(cls)}
+    return {key: value for key, value in stored.items() if key in names}
+
+
+def _gate_report(report: dict[str, Any]) -> GateReport:
+    checks = [GateCheck(**_known(GateCheck, check)) for check in report.get("checks", [])]
+    return GateReport(**{**_known(GateReport, report), "checks": checks})
+
+
+def _gate_record(row: SqlGate) -> GateRecord:
+    return GateRecord(
+        id=row.id,
+        channel=row.channel,
+        base_revision=row.base_revision,
+        library_digest=row.library_digest,
+        report=_gate_report(row.report),
+        created_by=row.created_by,
+        created_at=row.created_at,
+    )
+
+
+def list_gate_reports(
+    *,
+    session: Session,
+    channel: str | None = None,
+    passed: bool | None = None,
+    limit: int = 100,
+) -> list[GateRecord]:
+    """Recorded gate reports, newest first, optionally of one channel or one outcome."""
+    _check_limit(limit)
+    query = select(SqlGate)
+    if channel is not None:
+        query = query.where(SqlGate.channel == channel)
+    if passed is not None:
+        query = query.where(SqlGate.passed == passed)
+    rows = session.scalars(query.order_by(SqlGate.id.desc()).limit(limit))
+    return [_gate_record(row) for row in rows]
+
+
+def newest_events(*, session: Session, before: int | None = None, limit: int = 50) -> list[Event]:
+    """Audit events newest first, those with an id below ``before`` when it is given."""
+    _check_limit(limit)
+    query = select(SqlEvent)
+    if before is not None:
+        query = query.where(SqlEvent.id < before)
+    rows = session.scalars(query.order_by(SqlEvent.id.desc()).limit(limit))
+    return [to_event(row) for row in rows]
+
+
+def adapter_evaluations(*, session: Session, adapter_id: int) -> list[Evaluation]:
+    """The evaluations recorded for one adapter version, oldest first."""
+    rows = session.scalars(
+        select(SqlEvaluation)
+        .where(SqlEvaluation.adapter_id == adapter_id)
+        .order_by(SqlEvaluation.id)
+    )
+    return [to_evaluation(row) for row in rows]
+
+
+def version_counts(*, session: Session) -> dict[str, dict[str, int]]:
+    """Capability name -> adapter state -> number of versions."""
+    rows = session.execute(
+        select(SqlCapability.name, SqlAdapterVersion.state, func.count())
+        .join(SqlAdapterVersion, SqlAdapterVersion.capability_id == SqlCapability.id)
+        .group_by(SqlCapability.name, SqlAdapterVersion.state)
+    )
+    counts: dict[str, dict[str, int]] = {}
+    for name, state, count in rows:
+        counts.setdefault(str(name), {})[str(state)] = int(count)
+    return counts

@@ -1,0 +1,275 @@
+"""Read models for the web pages: each function gathers what one page shows.
+
+They compose the service functions the API routes call (``adapters.get_adapter``,
+``channels.list_revisions``, ``events.verify``, ...) inside the caller's session. The few
+reads that no API route offers yet live in ``registry.services.records`` (gate reports,
+the newest events, an adapter's evaluations).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from registry.domain import (
+    AdapterState,
+    AdapterVersion,
+    Backbone,
+    Capability,
+    Evaluation,
+    Event,
+    Lineage,
+    Node,
+    Page,
+    RegistryStats,
+    Revision,
+    VerifyReport,
+)
+from registry.errors import NotFoundError
+from registry.services import (
+    adapters,
+    backbones,
+    capabilities,
+    channels,
+    events,
+    nodes,
+    records,
+    stats,
+)
+from registry.services.records import GateRecord
+
+RECENT = 5
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """A node and how far it is behind its channel's head.
+
+    ``head`` is None when the channel does not exist (or has no revision); ``lag`` is
+    ``head - revision``, None when either is unknown (a node that has not synced yet).
+    """
+
+    node: Node
+    head: int | None
+    lag: int | None
+
+
+@dataclass(frozen=True)
+class Overview:
+    stats: RegistryStats
+    channels: list[Revision]
+    candidates: list[AdapterVersion]
+    nodes: list[NodeStatus]
+    chain: VerifyReport
+    gates: list[GateRecord]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    capabilities: list[Capability]
+    backbones: list[Backbone]
+    versions: dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class AdapterListing:
+    page: Page
+    capabilities: list[Capability]
+    backbones: list[Backbone]
+
+    @property
+    def names(self) -> dict[int, str]:
+        """The names of the versions on this page, by id (to name parents)."""
+        return {adapter.id: adapter.name for adapter in self.page.items}
+
+
+@dataclass(frozen=True)
+class ChannelSummary:
+    head: Revision
+    nodes: int
+    behind: int
+
+
+@dataclass(frozen=True)
+class AdapterDetail:
+    """One version's page. A model card and tags, once versions carry them, join here: the
+    template shows ``card`` and ``adapter.tags`` when they exist and says so when not."""
+
+    adapter: AdapterVersion
+    lineage: Lineage
+    serving: list[Revision]
+    evaluations: list[Evaluation]
+
+
+@dataclass(frozen=True)
+class ChannelDetail:
+    head: Revision
+    revisions: list[Revision]
+    nodes: list[NodeStatus]
+    gates: list[GateRecord]
+    capabilities: list[Capability]
+    promotable: dict[str, list[AdapterVersion]]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    revisions: list[Revision]
+    before: Revision
+    after: Revision
+
+
+@dataclass(frozen=True)
+class AuditLog:
+    chain: VerifyReport
+    events: list[Event]
+    older: int | None
+
+
+def _node_statuses(heads: dict[str, int], found: list[Node]) -> list[NodeStatus]:
+    def status(node: Node) -> NodeStatus:
+        head = heads.get(node.channel)
+        lag = None if head is None or node.revision is None else head - node.revision
+        return NodeStatus(node=node, head=head, lag=lag)
+
+    return [status(node) for node in found]
+
+
+def node_statuses(*, session: Session) -> list[NodeStatus]:
+    """Every node with its channel's head revision and its lag."""
+    heads = {c.channel: c.revision for c in channels.list_channels(session=session)}
+    return _node_statuses(heads, nodes.list_nodes(session=session))
+
+
+def overview(*, session: Session) -> Overview:
+    """The front page: counts, channel heads, candidates awaiting a decision, nodes, audit."""
+    waiting = adapters.list_adapters(
+        session=session, state=AdapterState.CANDIDATE.value, limit=adapters.MAX_PAGE
+    )
+    return Overview(
+        stats=stats.registry_stats(session=session),
+        channels=channels.list_channels(session=session),
+        candidates=waiting.items,
+        nodes=node_statuses(session=session),
+        chain=events.verify(session=session),
+        gates=records.list_gate_reports(session=session, limit=RECENT),
+    )
+
+
+def catalog(*, session: Session) -> Catalog:
+    """Capabilities and backbones, with each capability's version count by state."""
+    return Catalog(
+        capabilities=capabilities.list_capabilities(session=session),
+        backbones=backbones.list_backbones(session=session),
+        versions=records.version_counts(session=session),
+    )
+
+
+def adapter_listing(
+    *,
+    session: Session,
+    capability: str | None,
+    backbone: str | None,
+    state: str | None,
+    limit: int,
+    offset: int,
+) -> AdapterListing:
+    """A page of versions (as ``GET /v1/adapters``) and what its filters offer."""
+    found = adapters.list_adapters(
+        session=session,
+        capability=capability,
+        backbone=backbone,
+        state=state,
+        limit=limit,
+        offset=offset,
+    )
+    return AdapterListing(
+        page=found,
+        capabilities=capabilities.list_capabilities(session=session),
+        backbones=backbones.list_backbones(session=session),
+    )
+
+
+def channel_summaries(*, session: Session) -> list[ChannelSummary]:
+    """Each channel's head with how many nodes follow it and how many are behind."""
+    statuses = node_statuses(session=session)
+
+    def summary(head: Revision) -> ChannelSummary:
+        following = [s for s in statuses if s.node.channel == head.channel]
+        behind = [s for s in following if s.lag is None or s.lag > 0]
+        return ChannelSummary(head=head, nodes=len(following), behind=len(behind))
+
+    return [summary(head) for head in channels.list_channels(session=session)]
+
+
+def adapter_detail(*, session: Session, adapter_id: int) -> AdapterDetail:
+    """One version, its lineage, the channels whose head serves it, its evaluations."""
+    adapter = adapters.get_adapter(session=session, adapter_id=adapter_id)
+    serving = [
+        head
+        for head in channels.list_channels(session=session)
+        if any(entry.adapter_id == adapter_id for entry in head.library.values())
+    ]
+    return AdapterDetail(
+        adapter=adapter,
+        lineage=adapters.lineage(session=session, adapter_id=adapter_id),
+        serving=serving,
+        evaluations=records.adapter_evaluations(session=session, adapter_id=adapter_id),
+    )
+
+
+def _promotable(session: Session, backbone: str) -> dict[str, list[AdapterVersion]]:
+    """Approved versions on ``backbone``, by capability, newest first."""
+    approved = adapters.list_adapters(
+        session=session,
+        backbone=backbone,
+        state=AdapterState.APPROVED.value,
+        limit=adapters.MAX_PAGE,
+    )
+    by_capability: dict[str, list[AdapterVersion]] = {}
+    for adapter in reversed(approved.items):
+        by_capability.setdefault(adapter.capability, []).append(adapter)
+    return by_capability
+
+
+def channel_detail(*, session: Session, name: str) -> ChannelDetail:
+    """A channel's head, its whole history, the nodes following it, its gate reports."""
+    history = channels.list_revisions(session=session, channel=name)
+    if not history:
+        raise NotFoundError(f"channel {name!r} has no revision yet")
+    head = history[-1]
+    followers = [s for s in node_statuses(session=session) if s.node.channel == name]
+    return ChannelDetail(
+        head=head,
+        revisions=history,
+        nodes=followers,
+        gates=records.list_gate_reports(session=session, channel=name, limit=RECENT),
+        capabilities=capabilities.list_capabilities(session=session),
+        promotable=_promotable(session, head.backbone),
+    )
+
+
+def comparison(
+    *, session: Session, channel: str, before: int | None, after: int | None
+) -> Comparison:
+    """Two revisions of a channel to compare: by default the head and the one before it.
+
+    ``NotFoundError`` names a revision that does not exist.
+    """
+    history = channels.list_revisions(session=session, channel=channel)
+    if not history:
+        raise NotFoundError(f"channel {channel!r} has no revision yet")
+    by_number = {r.revision: r for r in history}
+    later = after if after is not None else history[-1].revision
+    earlier = before if before is not None else max(history[0].revision, later - 1)
+    for number in (earlier, later):
+        if number not in by_number:
+            raise NotFoundError(f"channel {channel!r} has no revision {number}")
+    return Comparison(revisions=history, before=by_number[earlier], after=by_number[later])
+
+
+def audit_log(*, session: Session, before: int | None, limit: int) -> AuditLog:
+    """The chain's verification and a page of events, newest first."""
+    page = records.newest_events(session=session, before=before, limit=limit + 1)
+    older = page[limit - 1].id if len(page) > limit else None
+    return AuditLog(chain=events.verify(session=session), events=page[:limit], older=older)

@@ -1,0 +1,24 @@
+"""The registry's web pages, served by ``weact serve`` beside the API.
+
+Plain server-rendered HTML (Jinja2 templates in ``templates/``, one stylesheet and one small
+script in ``static/``, no build step, nothing from another host). Reading works without
+JavaScript; the script only adds copy buttons and confirmations. Pages call the same
+service functions as the API routes and authenticate the same bearer tokens: see
+``registry.web.session`` for signing in (an HttpOnly, SameSite=Strict cookie) and the CSRF
+defence of the forms, ``registry.web.pages`` and ``registry.web.actions`` for the pages.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from starlette.staticfiles import StaticFiles
+
+from registry.web import actions, pages, signin
+from registry.web.render import STATIC
+
+
+def install_web(app: FastAPI) -> None:
+    """Serve the pages at ``/`` and their static files at ``/static`` on ``app``."""
+    for module in (signin, pages, actions):
+        app.include_router(module.router)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")

@@ -1,0 +1,76 @@
+"""The read models behind the pages, on SQLite and PostgreSQL (registry.services.views and
+registry.services.records), against the registry ``webworld`` populates through the API."""
+
+from __future__ import annotations
+
+import pytest
+from webworld import Site
+
+from registry.errors import InvalidError, NotFoundError
+from registry.services import records, views
+
+
+def test_gate_reports_newest_first_and_filtered(any_site: Site) -> None:
+    with any_site.api.db.read() as session:
+        every = records.list_gate_reports(session=session)
+        refused = records.list_gate_reports(session=session, passed=False)
+        latest = records.list_gate_reports(session=session, channel="prod", limit=1)
+        other = records.list_gate_reports(session=session, channel="staging")
+    assert [(g.base_revision, g.report.passed) for g in every] == [
+        (2, False),
+        (1, True),
+        (0, True),
+    ]
+    assert [g.id for g in refused] == [every[0].id]
+    assert latest == every[:1]
+    assert other == []
+    check = every[0].report.checks[0]
+    assert (check.benchmark, check.baseline, check.candidate, check.verdict) == (
+        "write-quality",
+        0.86,
+        0.5,
+        "fail",
+    )
+    assert every[0].created_by == "bob"
+
+
+def test_newest_events_page_backwards(any_site: Site) -> None:
+    with any_site.api.db.read() as session:
+        newest = records.newest_events(session=session, limit=5)
+        older = records.newest_events(session=session, before=newest[-1].id, limit=5)
+        log = views.audit_log(session=session, before=None, limit=5)
+        with pytest.raises(InvalidError):
+            records.newest_events(session=session, limit=0)
+    ids = [e.id for e in newest + older]
+    assert ids == sorted(ids, reverse=True)
+    assert len(set(ids)) == 10
+    assert newest[0].action == "node.report"
+    assert log.events == newest
+    assert log.older == newest[-1].id
+    assert log.chain.ok
+
+
+def test_counts_lag_and_comparisons(any_site: Site) -> None:
+    ids = any_site.ids
+    beat = {"channel": "gone", "revision": 4, "audit": {"ok": False, "detail": "mismatch"}}
+    any_site.api.ok("POST", "/nodes/node-2/heartbeat", "node2", json=beat)
+    with any_site.api.db.read() as session:
+        counts = records.version_counts(session=session)
+        statuses = {s.node.id: s for s in views.node_statuses(session=session)}
+        detail = views.adapter_detail(session=session, adapter_id=ids["write@2"])
+        pair = views.comparison(session=session, channel="prod", before=None, after=None)
+        with pytest.raises(NotFoundError, match="no revision 7"):
+            views.comparison(session=session, channel="prod", before=1, after=7)
+        with pytest.raises(NotFoundError):
+            views.channel_detail(session=session, name="staging")
+    assert counts == {
+        "plan": {"approved": 1},
+        "search": {"approved": 1},
+        "write": {"approved": 3, "candidate": 1},
+    }
+    assert (statuses["node-1"].head, statuses["node-1"].lag) == (2, 1)
+    assert (statuses["node-2"].head, statuses["node-2"].lag) == (None, None)
+    assert [r.channel for r in detail.serving] == ["prod"]
+    assert [e.score for e in detail.evaluations] == [0.86]
+    assert [a.name for a in detail.lineage.descendants] == ["write@3"]
+    assert (pair.before.revision, pair.after.revision) == (1, 2)
