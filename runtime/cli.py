@@ -1,7 +1,8 @@
 """`weact runtime` commands (mounted lazily by cli/main.py).
 
     weact runtime serve --backbone PATH --adapter NAME=DIR [...] [--policy hard|soft]
-                        [--order plan,search,write] [--host H] [--port P] [--token T]
+                        [--order plan,search,write] [--host H] [--port P] [--token T ...]
+                        [--handle-idle S]
     weact runtime serve --backbone PATH --registry URL --channel prod [--node-id ID]
                         [--registry-token T] [--library-dir DIR] [--poll-wait S]
     weact runtime run   --task "..." --backbone PATH --adapter NAME=DIR [...] [--json]
@@ -185,10 +186,28 @@ def runtime() -> None:
 @engine_options
 @click.option("--host", default=None, help="Bind address (default 127.0.0.1).")
 @click.option("--port", type=click.IntRange(0, 65535), default=None)
-@click.option("--token", envvar="WEACT_RUNTIME_TOKEN", default=None, help="Bearer token.")
+@click.option(
+    "--token",
+    "tokens",
+    multiple=True,
+    envvar="WEACT_RUNTIME_TOKEN",
+    help="Bearer token of a client (repeat for several; the env var splits on spaces).",
+)
+@click.option(
+    "--handle-idle",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    help="Seconds an unused MCP episode handle lives (default 900).",
+)
 @follow_options
 @runtime_errors
-def serve(host: str | None, port: int | None, token: str | None, **options: Any) -> None:
+def serve(
+    host: str | None,
+    port: int | None,
+    tokens: tuple[str, ...],
+    handle_idle: float | None,
+    **options: Any,
+) -> None:
     """Serve the runtime HTTP API, with MCP at /mcp."""
     import uvicorn
 
@@ -205,15 +224,19 @@ def serve(host: str | None, port: int | None, token: str | None, **options: Any)
             follower = start_follower(engine, client, options)
         policy, config, targets = episode_setup(engine, options)
         host = host or settings.host
-        secret = token or (settings.token.get_secret_value() if settings.token else None)
+        secrets = list(tokens) or (
+            settings.token.get_secret_value().split() if settings.token else []
+        )
         app = create_app(
             engine,
             policy=policy,
             agent_config=config,
             tool_servers=targets,
-            token=secret,
+            token=secrets,
             host=host,
             max_episodes=settings.max_episodes,
+            source=follower,
+            handle_idle_s=handle_idle or settings.handle_idle_s,
         )
         uvicorn.run(app, host=host, port=port if port is not None else settings.port)
     finally:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -79,6 +80,7 @@ class ChannelFollower:
         self.last_error = ""  # why the latest sync attempt failed, "" when it did not
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._library_lock = threading.Lock()  # a swap and the revision it serves go together
 
     @property
     def running(self) -> bool:
@@ -119,14 +121,21 @@ class ChannelFollower:
         return True
 
     # -- internals -----------------------------------------------------------------------
+    @contextmanager
+    def pinned(self) -> Iterator[int | None]:
+        """Hold the library steady for the block (no swap); yields the revision it serves."""
+        with self._library_lock:
+            yield self.revision
+
     def _install(self, revision: Revision, specs: list[AdapterSpec]) -> AuditReport:
         """Swap `specs` in for new episodes, free unused versions, audit and heartbeat."""
-        self.engine.swap_adapters(specs)
+        with self._library_lock:
+            self.engine.swap_adapters(specs)
+            self.revision = int(revision["revision"])
         released = self.engine.release_unused()
         if released:
             logger.info("released %s", ", ".join(released))
         report = self._checked(self.engine.audit(), revision)
-        self.revision = int(revision["revision"])
         self.last_error = ""
         logger.info("serving %s (audit ok: %s)", self._label(revision), report.ok)
         self._report(report, self.revision)
