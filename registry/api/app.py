@@ -1,6 +1,8 @@
 """The FastAPI application: ``create_app(settings)`` wires state, routers, errors, metrics.
 
-The schema is not created here: run ``registry.db.migrate.upgrade(url)`` first.
+The schema is not created here: run ``registry.db.migrate.upgrade(url)`` first. On
+PostgreSQL the app listens for channel notifications of every registry process on the same
+database (``registry.api.pgbus``) from startup to shutdown.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from registry.api.deps import AppState
 from registry.api.errors import install_error_handlers
 from registry.api.metrics import Metrics, MetricsMiddleware
 from registry.api.notify import ChannelNotifier
+from registry.api.pgbus import channel_bus
 from registry.api.routes import (
     adapters,
     backbones,
@@ -69,11 +72,17 @@ def create_app(settings: Settings, *, database: Database | None = None) -> FastA
         notifier=ChannelNotifier(),
     )
     owns_db = database is None
+    bus = channel_bus(db.engine, state.notifier)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         check_current(db.engine)
+        if bus is not None:
+            bus.start()
         yield
+        state.notifier.close()
+        if bus is not None:
+            bus.stop()
         if owns_db:
             state.db.dispose()
 
