@@ -5,6 +5,7 @@
                         [--handle-idle S]
     weact runtime serve --backbone PATH --registry URL --channel prod [--node-id ID]
                         [--registry-token T] [--library-dir DIR] [--poll-wait S]
+                        [--heartbeat S]
     weact runtime run   --task "..." --backbone PATH --adapter NAME=DIR [...] [--json]
     weact runtime mcp   --backbone PATH --adapter NAME=DIR [...]      (MCP over stdio)
 
@@ -121,6 +122,13 @@ def follow_options(fn: F) -> F:
             default=30.0,
             show_default=True,
             help="Seconds each long-poll of the channel waits.",
+        ),
+        click.option(
+            "--heartbeat",
+            type=click.FloatRange(min=0.1, max=3600),
+            default=10.0,
+            show_default=True,
+            help="Seconds between heartbeats to the registry.",
         ),
     ]
     for option in reversed(options):
@@ -286,6 +294,7 @@ def start_follower(engine: Engine, client: Any, options: dict[str, Any]) -> Any:
         node_id,
         dest,
         wait_s=options["poll_wait"],
+        heartbeat_s=options["heartbeat"],
     )
     follower.start()
     return follower

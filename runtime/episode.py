@@ -48,6 +48,9 @@ class LibrarySource(Protocol):
     def pinned(self) -> AbstractContextManager[int | None]:
         """Hold the library steady (no swap) for the block; yields the revision it serves."""
 
+    def health(self) -> dict[str, Any]:
+        """What the node's /healthz says about its library (`stale`, `audit_ok`, ...)."""
+
 
 @dataclass(frozen=True)
 class StepRecord:

@@ -5,7 +5,8 @@
     GET  /v1/episodes/{id}         trajectory: messages, per-step records, switches, totals
     GET  /v1/episodes/{id}/events  Server-Sent Events (tokens, tool calls, switches, steps)
     GET  /metrics                  Prometheus: switch latency, rebuild time, their shares
-    GET  /healthz                  {"status": "ok", "adapters": [...]}
+    GET  /healthz                  {"status": "ok" | "stale" | "audit_failed", "adapters": [...],
+                                    "library": {channel, revision, head, lag, stale, ...}}
     POST /mcp                      MCP streamable HTTP: open_episode, load_lora, offload_lora,
                                    close_episode (see runtime.mcp_server)
 
@@ -298,7 +299,15 @@ def _router() -> APIRouter:
 
     @router.get("/healthz")
     def healthz(rt: RuntimeDep) -> dict[str, Any]:
-        return {"status": "ok", "adapters": sorted(rt.episodes.engine.adapters)}
+        body: dict[str, Any] = {"status": "ok", "adapters": sorted(rt.episodes.engine.adapters)}
+        if rt.episodes.source is not None:
+            library = rt.episodes.source.health()
+            body["library"] = library
+            if library.get("stale"):
+                body["status"] = "stale"  # serving its last verified library, cut off
+            elif not library.get("audit_ok", True):
+                body["status"] = "audit_failed"
+        return body
 
     @router.get("/metrics")
     def metrics(rt: RuntimeDep) -> Response:

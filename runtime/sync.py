@@ -126,6 +126,12 @@ def heartbeat(
     channel: str,
     revision: int | None,
     report: AuditReport,
+    status: Mapping[str, Any] | None = None,
 ) -> Node:
-    """Post the engine audit for the revision this node serves; returns the registry's Node."""
-    return client.heartbeat(node_id, channel=channel, revision=revision, audit=audit_body(report))
+    """Post the engine audit for the revision this node serves; returns the registry's Node.
+
+    `status`: `library_digest` of the revision served, `stale`, `lag` (see runtime.follow).
+    """
+    return client.heartbeat(
+        node_id, channel=channel, revision=revision, audit=audit_body(report), status=status
+    )

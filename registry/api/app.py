@@ -14,6 +14,7 @@ from fastapi import APIRouter, FastAPI
 
 from registry.api.deps import AppState
 from registry.api.errors import install_error_handlers
+from registry.api.fleet_metrics import FleetCollector
 from registry.api.metrics import Metrics, MetricsMiddleware
 from registry.api.notify import ChannelNotifier
 from registry.api.pgbus import channel_bus
@@ -31,7 +32,8 @@ from registry.api.routes import (
 )
 from registry.db.migrate import check_current
 from registry.db.session import Database
-from registry.domain import RegistryStats
+from registry.domain import NodeStatus, RegistryStats
+from registry.services.fleet import fleet_status
 from registry.services.stats import registry_stats
 from registry.settings import Settings
 from storage import BlobStore, open_store
@@ -56,6 +58,11 @@ def open_blob_store(settings: Settings) -> BlobStore:
     return open_store(settings.store_url)
 
 
+def read_fleet(db: Database) -> list[NodeStatus]:
+    with db.read() as session:
+        return fleet_status(session=session)
+
+
 def create_app(settings: Settings, *, database: Database | None = None) -> FastAPI:
     """The registry app over ``settings`` (an existing ``Database`` may be shared)."""
     db = database or Database(settings.database_url)
@@ -71,6 +78,7 @@ def create_app(settings: Settings, *, database: Database | None = None) -> FastA
         metrics=Metrics(read_stats),
         notifier=ChannelNotifier(),
     )
+    state.metrics.registry.register(FleetCollector(lambda: read_fleet(db)))
     owns_db = database is None
     bus = channel_bus(db.engine, state.notifier)
 

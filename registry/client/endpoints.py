@@ -35,6 +35,7 @@ from registry.client.records import (
 )
 from registry.client.transfers import provenance_body
 from registry.client.transport import Transport, read_json
+from registry.client.watch import ChannelWatch
 
 
 class Endpoints:
@@ -267,6 +268,10 @@ class Endpoints:
             return None
         return cast(Revision, read_json(response))
 
+    def channel_watch(self) -> ChannelWatch:
+        """An async, cancellable long-poll on the same registry and token (`watch.py`)."""
+        return ChannelWatch(self.url, self._transport.token, self.timeout)
+
     def gate(
         self,
         channel: str,
@@ -316,9 +321,16 @@ class Endpoints:
     # -- nodes and events --------------------------------------------------------------
 
     def heartbeat(
-        self, node_id: str, *, channel: str, revision: int | None, audit: Mapping[str, Any]
+        self,
+        node_id: str,
+        *,
+        channel: str,
+        revision: int | None,
+        audit: Mapping[str, Any],
+        status: Mapping[str, Any] | None = None,
     ) -> Node:
-        body = {"channel": channel, "revision": revision, "audit": dict(audit)}
+        """Report what the node serves; `status`: `library_digest`, `stale`, `lag`."""
+        body = {"channel": channel, "revision": revision, "audit": dict(audit), **(status or {})}
         return cast(Node, self._post(f"/nodes/{node_id}/heartbeat", body))
 
     def list_nodes(self) -> list[Node]:

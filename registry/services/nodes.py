@@ -1,4 +1,5 @@
-"""Runtime nodes report what they serve; a change of revision or audit result is an event."""
+"""Runtime nodes report what they serve; a change of revision, audit result or staleness is
+an event. `registry.services.fleet` sets the reports against the channels' heads."""
 
 from __future__ import annotations
 
@@ -22,15 +23,19 @@ def heartbeat(
     channel: str,
     revision: int | None,
     audit: dict[str, Any],
+    library_digest: str | None = None,
+    stale: bool = False,
+    lag: int | None = None,
 ) -> Node:
     check_node_id(node_id)
     check_name("channel", channel)
     audit_ok = bool(audit.get("ok"))
     row = session.get(SqlNode, node_id)
-    changed = row is None or (row.channel, row.revision, row.audit_ok) != (
+    changed = row is None or (row.channel, row.revision, row.audit_ok, row.stale) != (
         channel,
         revision,
         audit_ok,
+        stale,
     )
     if row is None:
         row = SqlNode(
@@ -38,6 +43,7 @@ def heartbeat(
         )
         session.add(row)
     row.channel, row.revision, row.audit, row.audit_ok = channel, revision, audit, audit_ok
+    row.library_digest, row.stale, row.lag = library_digest, stale, lag
     row.last_heartbeat = utcnow()
     session.flush()
     if changed:
@@ -46,7 +52,7 @@ def heartbeat(
             actor=actor.name,
             action="node.report",
             subject=f"node:{node_id}",
-            payload={"channel": channel, "revision": revision, "audit": audit},
+            payload={"channel": channel, "revision": revision, "audit": audit, "stale": stale},
         )
     return to_node(row)
 

@@ -177,11 +177,11 @@ def test_a_tampered_revision_is_never_loaded(
     assert not any(p.name.startswith(adapter["name"]) for p in (tmp_path / "lib").iterdir())
 
 
-def test_stop_returns_promptly_during_a_long_poll(
+def test_stop_ends_the_long_poll_in_flight_at_once(
     registry: Registry, node: RegistryClient, engine, tmp_path: Path
 ) -> None:
     registry.promote("quiet", registry.adapters)
-    follower = ChannelFollower(node, engine, "quiet", "node-quiet", tmp_path, wait_s=3)
+    follower = ChannelFollower(node, engine, "quiet", "node-quiet", tmp_path, wait_s=60)
     follower.start()
     time.sleep(0.3)  # the long-poll is in flight
 
@@ -189,8 +189,77 @@ def test_stop_returns_promptly_during_a_long_poll(
     follower.stop()
 
     assert time.monotonic() - started < 2.0
-    eventually(lambda: not follower.running, timeout=5.0)  # ends once its poll returns
+    assert not follower.running  # the poll was cancelled, not abandoned for 60 s
     assert registry.node_row("node-quiet")["revision"] == follower.revision
+
+
+def test_heartbeats_go_out_at_a_steady_interval(
+    registry: Registry, node: RegistryClient, engine, tmp_path: Path
+) -> None:
+    revision = registry.promote("steady", registry.adapters)
+    follower = ChannelFollower(
+        node, engine, "steady", "node-steady", tmp_path, wait_s=30, heartbeat_s=0.3
+    )
+    follower.start()
+    try:
+        beats = set()
+        deadline = time.monotonic() + 20
+        while len(beats) < 4:
+            assert time.monotonic() < deadline, "heartbeats stopped"
+            beats.add(registry.node_row("node-steady")["last_heartbeat"])
+            time.sleep(0.1)
+    finally:
+        follower.stop()
+    row = registry.node_row("node-steady")
+    digest = registry.admin.get_channel("steady")["library_digest"]
+    assert (row["revision"], row["head"], row["lag"]) == (revision, revision, 0)
+    assert (row["library_digest"], row["stale"], row["audit_ok"]) == (digest, False, True)
+
+
+def test_a_node_cut_off_from_the_registry_keeps_serving_and_says_it_is_stale(
+    registry: Registry, engine, tiny_backbone: Path, tmp_path: Path
+) -> None:
+    import httpx
+    from support.proxy import TcpProxy
+    from support.serving import serve
+
+    from runtime.server import create_app
+
+    first = registry.promote("outage", registry.adapters)
+    port = int(registry.server.url.rsplit(":", 1)[1])
+    with (
+        TcpProxy("127.0.0.1", port) as proxy,
+        RegistryClient(proxy.url, registry.node_token, timeout=5) as client,
+    ):
+        follower = ChannelFollower(
+            client, engine, "outage", "node-outage", tmp_path / "lib", wait_s=1,
+            retry_s=0.1, max_backoff_s=0.5, heartbeat_s=0.2,
+        )  # fmt: skip
+        follower.start()
+        served = dict(engine.adapters)
+        try:
+            with serve(create_app(engine, source=follower)) as base:
+                proxy.cut()
+                eventually(lambda: follower.status().stale)
+                health = httpx.get(f"{base}/healthz").json()
+                assert health["status"] == "stale"
+                assert health["library"]["revision"] == first
+                assert dict(engine.adapters) == served  # the last verified library serves on
+                episode = httpx.post(f"{base}/v1/episodes", json={"task": "x", "max_steps": 1})
+                assert episode.status_code == 201
+
+                adapter = new_write(registry, tiny_backbone, tmp_path, seed=53)
+                second = registry.promote("outage", {"write": adapter["id"]})
+                proxy.restore()
+                eventually(lambda: follower.revision == second, timeout=20)
+                eventually(lambda: not follower.status().stale)
+                health = httpx.get(f"{base}/healthz").json()
+            assert health["status"] == "ok"
+            assert (health["library"]["revision"], health["library"]["lag"]) == (second, 0)
+            eventually(lambda: registry.node_row("node-outage")["stale"] is False)
+            assert registry.node_row("node-outage")["revision"] == second
+        finally:
+            follower.stop()
 
 
 def test_start_refuses_a_backbone_other_than_the_revisions(
