@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "channel": ("registry.cli.channels:channel", "Show channels and their revisions."),
     "gate": ("registry.cli.channels:gate", "Check a promotion against old benchmarks (exit code)."),
     "audit": ("registry.cli.audit:audit", "Verify the event chain."),
+    "nodes": ("registry.cli.nodes:nodes", "List runtime nodes: revision vs head, lag, stale."),
     "runtime": ("runtime.cli:runtime", "Serve or run the WeAct runtime."),
     "train": ("trainers.cli:train", "Phase-wise LoRA training."),
     "merge": ("trainers.cli:merge", "Static-merge baselines."),
