@@ -7,7 +7,8 @@ another process wrote. While `cross_process` is true, a long-poll sleeps until w
 a bus (SQLite) or while the bus is reconnecting, it re-reads the database every interval.
 
 Waiters pass the `generation` they saw before reading the database, so a wake that lands
-between that read and the wait is never lost. `close()` (the server is stopping) wakes every
+between that read and the wait is never lost. `shared()` lets the waiters one wake releases
+share one read of the database. `close()` (the server is stopping) wakes every
 waiter for good: open long-polls answer at once instead of holding the shutdown.
 """
 
@@ -16,9 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class ChannelNotifier:
@@ -29,6 +33,7 @@ class ChannelNotifier:
         self._closed = False
         self.publish: Callable[[], None] | None = None  # tells other processes (a bus)
         self.cross_process = False  # whether the bus delivers other processes' writes now
+        self._shared: dict[str, tuple[int, asyncio.Future[Any]]] = {}
 
     @property
     def generation(self) -> int:
@@ -81,6 +86,24 @@ class ChannelNotifier:
         finally:
             with self._lock:
                 self._waiters.discard(entry)
+
+    async def shared(self, key: str, load: Callable[[], Awaitable[T]]) -> T:
+        """`await load()`, one load shared by every caller of `key` until the next wake.
+
+        Sound only while every write wakes this notifier (`cross_process`): the long-polls
+        that one promotion wakes then read the database once, not once each.
+        """
+        generation = self._generation  # before the load: a write during it makes it stale
+        entry = self._shared.get(key)
+        if entry is None or entry[0] != generation:
+            entry = (generation, asyncio.ensure_future(load()))
+            self._shared[key] = entry
+        try:
+            return await asyncio.shield(entry[1])  # a waiter that goes away cancels no load
+        except Exception:
+            if self._shared.get(key) is entry:
+                del self._shared[key]  # a failed load is not shared with later callers
+            raise
 
     @property
     def waiting(self) -> int:

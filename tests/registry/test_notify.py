@@ -71,6 +71,45 @@ def test_a_failing_publish_still_wakes_this_process() -> None:
     assert asyncio.run(main()) == 1
 
 
+def test_waiters_share_one_load_until_the_next_wake() -> None:
+    async def main() -> tuple[list[int], list[int], int]:
+        notifier = ChannelNotifier()
+        loads = 0
+
+        async def load() -> int:
+            nonlocal loads
+            loads += 1
+            await asyncio.sleep(0.05)
+            return loads
+
+        first = await asyncio.gather(*(notifier.shared("prod", load) for _ in range(50)))
+        notifier.wake()
+        second = await asyncio.gather(*(notifier.shared("prod", load) for _ in range(50)))
+        return first, second, loads
+
+    first, second, loads = asyncio.run(main())
+    assert (set(first), set(second), loads) == ({1}, {2}, 2)
+
+
+def test_a_failed_load_is_not_shared_with_later_callers() -> None:
+    async def main() -> int:
+        notifier = ChannelNotifier()
+        calls = 0
+
+        async def load() -> int:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise LookupError("no channel yet")
+            return calls
+
+        with pytest.raises(LookupError):
+            await notifier.shared("prod", load)
+        return await notifier.shared("prod", load)
+
+    assert asyncio.run(main()) == 2
+
+
 # -- several registry processes on one PostgreSQL database --------------------------------
 
 
