@@ -243,7 +243,7 @@ def _calls(tmp_path: Path) -> dict[str, Callable[[RegistryClient], Any]]:
     }
 
 
-NOT_ENDPOINTS = {"close"}
+NOT_ENDPOINTS = {"close", "channel_watch"}  # channel_watch: its own test below
 
 
 def test_no_method_lets_a_transport_error_through(tmp_path: Path) -> None:
@@ -261,3 +261,15 @@ def test_no_method_lets_a_transport_error_through(tmp_path: Path) -> None:
                 call(client)
             assert isinstance(caught.value.__cause__, httpx.ConnectError), name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adapter"]  # nothing half-written
+
+
+def test_the_cancellable_long_poll_lets_no_transport_error_through() -> None:
+    import asyncio
+
+    async def main() -> None:
+        with RegistryClient(f"http://127.0.0.1:{closed_port()}", "t", timeout=2) as client:
+            async with client.channel_watch() as watch:
+                await watch.wait("prod", after=0, wait=0.1)
+
+    with pytest.raises(errors.RegistryUnavailableError, match="cannot reach the registry"):
+        asyncio.run(main())
