@@ -1,9 +1,10 @@
 """node fleet status: library digest, stale flag and lag in each node's record
 
-Revision ID: 0002_fleet
-Revises: 0001
+Revision ID: 0003_fleet
+Revises: 0002_evaluation_items
 
-Written after main's head (0001); the lead re-chains it after the other 0002 at merge.
+Written after main's head (0002_evaluation_items); re-chain it at merge if another
+migration lands first.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0002_fleet"
-down_revision: str | None = "0001"
+revision: str = "0003_fleet"
+down_revision: str | None = "0002_evaluation_items"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
