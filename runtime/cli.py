@@ -282,7 +282,7 @@ def start_follower(engine: Engine, client: Any, options: dict[str, Any]) -> Any:
 
     from runtime.follow import ChannelFollower
 
-    if not hasattr(engine, "swap_adapters"):
+    if not engine.follows_channels:
         raise click.UsageError(f"engine {options['engine_kind']!r} cannot follow a channel")
     channel = options["channel"]
     dest = options["library_dir"] or Path.home() / ".cache" / "weact" / "library" / channel

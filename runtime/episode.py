@@ -51,6 +51,9 @@ class LibrarySource(Protocol):
     def health(self) -> dict[str, Any]:
         """What the node's /healthz says about its library (`stale`, `audit_ok`, ...)."""
 
+    def release(self) -> list[str]:
+        """Episodes closed: free adapter versions that no open episode uses any more."""
+
 
 @dataclass(frozen=True)
 class StepRecord:
@@ -179,7 +182,8 @@ class EpisodeManager:
         self.on_switch = on_switch
         self.source = source
         self.handles = HandleTable(handle_idle_s)
-        self.on_close: Callable[[], None] | None = None  # after episodes close (frees weights)
+        # after episodes close: frees the weights no open episode uses (the source's release)
+        self.on_close: Callable[[], object] | None = source.release if source else None
         self._episodes: OrderedDict[str, Episode] = OrderedDict()
         self._bindings: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -271,6 +275,12 @@ class EpisodeManager:
         for episode in episodes:
             self.handles.forget_episode(episode.id)
         self._closed(episodes)
+
+    def finished(self, episode: Episode) -> None:
+        """An agent episode ended: its engine session closes (its record stays readable)."""
+        episode.control.session.close()
+        if self.on_close is not None:
+            self.on_close()
 
     def __len__(self) -> int:
         return len(self._episodes)

@@ -41,7 +41,7 @@ from registry.errors import RegistryError, RegistryUnavailableError
 from runtime.backoff import Backoff
 from runtime.engine import AdapterSpec, AuditReport
 from runtime.errors import AuditMismatchError, RuntimeEngineError
-from runtime.sync import heartbeat, pull_library
+from runtime.sync import heartbeat, library_audit, pull_library
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class LibraryEngine(Protocol):
     @property
     def adapters(self) -> Mapping[str, AdapterSpec]: ...
 
-    def swap_adapters(self, specs: Iterable[AdapterSpec]) -> None: ...
+    def set_library(self, specs: Iterable[AdapterSpec]) -> None: ...
 
     def release_unused(self) -> list[str]: ...
 
@@ -113,6 +113,7 @@ class ChannelFollower:
         self.stale = False
         self.last_error = ""  # why the latest sync attempt failed, "" when it did not
         self.report: AuditReport | None = None  # the latest audit
+        self._served: Revision | None = None  # the revision whose library is offered
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._library_lock = threading.Lock()  # a swap and the revision it serves go together
@@ -190,29 +191,39 @@ class ChannelFollower:
 
     # -- installing a revision -----------------------------------------------------------
     def _install(self, revision: Revision, specs: list[AdapterSpec]) -> AuditReport:
-        """Swap `specs` in for new episodes, free unused versions, audit and heartbeat."""
+        """Make `specs` exactly the library of new episodes, free unused versions, audit
+        and heartbeat."""
         with self._library_lock:
-            self.engine.swap_adapters(specs)
+            self.engine.set_library(specs)
             self.revision = int(revision["revision"])
             self.library_digest = revision["library_digest"]
+            self._served = revision
         self._saw(self.revision)
-        released = self.engine.release_unused()
-        if released:
-            logger.info("released %s", ", ".join(released))
-        report = self._checked(self.engine.audit(), revision)
-        self.report, self.last_error, self.stale = report, "", False
+        self.last_error, self.stale = "", False
+        report = self._audit(released=self.engine.release_unused())
         logger.info("serving %s (audit ok: %s)", self._label(revision), report.ok)
-        self._report()
         return report
 
-    def _checked(self, report: AuditReport, revision: Revision) -> AuditReport:
-        """The audit, failed too when the resident backbone is not the revision's."""
-        if report.backbone_root == revision["backbone"]:
-            return report
-        detail = f"backbone {report.backbone_root} != revision's {revision['backbone']}"
-        return dataclasses.replace(
-            report, ok=False, detail="; ".join(filter(None, [report.detail, detail]))
-        )
+    def release(self) -> list[str]:
+        """Episodes closed: free what no open episode uses any more, audit and heartbeat."""
+        released = self.engine.release_unused()
+        if released and self._served is not None:
+            self._audit(released)
+        return released
+
+    def _audit(self, released: list[str]) -> AuditReport:
+        """Audit what is resident and offered against the revision served; heartbeat it."""
+        if released:
+            logger.info("released %s", ", ".join(released))
+        assert self._served is not None
+        with self._library_lock:
+            offered, revision = dict(self.engine.adapters), self._served
+        report = library_audit(self.engine.audit(), offered, revision)
+        self.report = report
+        if not report.ok:
+            logger.error("audit of %s failed: %s", self._label(revision), report.detail)
+        self._report()
+        return report
 
     def _saw(self, revision: int | None) -> None:
         if revision is not None and (self.head is None or revision > self.head):

@@ -168,6 +168,7 @@ class Runtime:
     async def _run(self, agent: Agent, episode: Episode, task: str) -> None:
         await agent.run(episode, task)
         self.metrics.on_episode(episode)
+        await anyio.to_thread.run_sync(self.episodes.finished, episode)
 
 
 def episode_policy(default: Policy, body: EpisodeCreate, library: Collection[str]) -> Policy:

@@ -17,7 +17,7 @@ from click.testing import CliRunner  # noqa: E402
 from cli.launcher import EmbeddedRegistry  # noqa: E402
 from cli.main import app  # noqa: E402
 from registry.client import RegistryClient  # noqa: E402
-from runtime.errors import AuditMismatchError  # noqa: E402
+from runtime.errors import AuditMismatchError, UnknownAdapterError  # noqa: E402
 from runtime.follow import ChannelFollower  # noqa: E402
 from storage.local import LocalBlobStore  # noqa: E402
 from storage.manifest import manifest_of_path  # noqa: E402
@@ -154,6 +154,39 @@ def test_follower_swaps_new_revisions_in_for_new_episodes(
     assert row["audit"]["adapters"]["write"] == adapter["manifest_root"]
     assert old_write in engine.audit().adapters  # still resident for `before`
     assert follower.last_error == ""
+
+
+def test_a_capability_dropped_from_the_revision_is_gone_for_new_episodes(
+    registry: Registry, follow, engine
+) -> None:
+    """Promote without `write` (as a revoke or a rollback does): new episodes cannot load it,
+    an open one finishes with it, and it is freed when that episode closes."""
+    registry.promote("drop", registry.adapters)
+    follower = follow("drop")
+    before = engine.new_session()
+    before.activate("write")
+    write_version = engine.adapters["write"].version
+
+    dropped = registry.bob.promote("drop", {"write": None})["revision"]["revision"]
+    eventually(lambda: follower.revision == dropped)
+
+    assert sorted(engine.adapters) == ["plan", "search"]
+    fresh = engine.new_session()
+    with pytest.raises(UnknownAdapterError, match="'write' is unavailable"):
+        fresh.activate("write")
+    before.deactivate()
+    before.activate("write")  # the open episode keeps its library
+    row = registry.node_row("node-drop")
+    assert (row["revision"], row["audit_ok"]) == (dropped, True)
+    assert row["audit"]["adapters"].keys() == {"plan", "search", write_version}
+    assert f"resident for open episodes only: {write_version}" in row["audit"]["detail"]
+
+    before.close()
+    assert follower.release() == [write_version]
+    eventually(
+        lambda: registry.node_row("node-drop")["audit"]["adapters"].keys() == {"plan", "search"}
+    )
+    assert registry.node_row("node-drop")["audit"]["detail"] == ""
 
 
 def test_a_tampered_revision_is_never_loaded(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 import httpx
@@ -229,3 +229,65 @@ def test_an_idle_handle_expires_and_its_episode_closes() -> None:
         error, text = anyio.run(reuse)
     assert error
     assert "unknown or expired episode handle" in text
+
+
+class PinnedSource:
+    """A library source standing in for a channel follower: a fixed revision, counted releases."""
+
+    def __init__(self, revision: int) -> None:
+        self.revision = revision
+        self.released = 0
+
+    @contextmanager
+    def pinned(self) -> Iterator[int]:
+        yield self.revision
+
+    def health(self) -> dict:
+        return {"revision": self.revision, "stale": True, "audit_ok": True}
+
+    def release(self) -> list[str]:
+        self.released += 1
+        return []
+
+
+def test_an_episode_is_pinned_to_the_sources_revision_and_its_close_frees_weights() -> None:
+    source = PinnedSource(7)
+    app = create_app(ScriptedEngine(), policy=SoftPolicy(), source=source)
+    with serve(app) as base:
+
+        async def main():
+            async with connect(base) as client:
+                opened = await open_episode(client)
+                closed = await call(client, "close_episode", episode=opened["episode"])
+                return opened, closed
+
+        opened, closed = anyio.run(main)
+        trajectory_gone = httpx.get(f"{base}/v1/episodes/{opened['episode_id']}").status_code
+        health = httpx.get(f"{base}/healthz").json()
+    assert opened["revision"] == 7
+    assert closed[0] is False
+    assert trajectory_gone == 404
+    assert source.released == 1
+    assert health["status"] == "stale"
+    assert health["library"]["revision"] == 7
+
+
+def test_a_finished_agent_episode_frees_its_weights() -> None:
+    """Agent episodes over HTTP: once done, the engine session closes and weights are freed."""
+    source = PinnedSource(3)
+    engine = ScriptedEngine(script=["Hi."])
+    app = create_app(engine, policy=SoftPolicy(), source=source)
+    with serve(app) as base:
+        created = httpx.post(f"{base}/v1/episodes", json={"task": "greet"}).json()
+        deadline = time.monotonic() + 20
+        while httpx.get(f"{base}/v1/episodes/{created['id']}").json()["status"] != "done":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        trajectory = httpx.get(f"{base}/v1/episodes/{created['id']}").json()
+        deadline = time.monotonic() + 5
+        while source.released < 1:  # the close runs right after the episode is marked done
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    assert trajectory["revision"] == 3
+    assert trajectory["answer"] == "Hi."
+    assert engine.sessions[-1].closed
