@@ -28,7 +28,15 @@ class RegistryServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
+# Longer than the idle timeout of common load balancers (60 s) and than a long-poll's gap:
+# a connection is never closed for idleness just as a node reuses it (uvicorn's 5 s default
+# loses that race under load: the client sees "server disconnected without a response").
+KEEP_ALIVE_S = 75
+
+
 def serve_registry(app: FastAPI, *, host: str, port: int, log_level: str = "info") -> None:
     """Serve `app` (from `registry.api.app.create_app`) until SIGINT/SIGTERM."""
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, timeout_keep_alive=KEEP_ALIVE_S
+    )
     RegistryServer(config, app.state.weact.notifier).run()

@@ -55,15 +55,24 @@ class ChannelWatch:
         await self._http.aclose()
 
     async def wait(self, name: str, *, after: int, wait: float = 30.0) -> Revision | None:
-        """The channel's revision once it passes `after`, or None after `wait` seconds."""
-        try:
-            response = await self._http.get(
-                f"/channels/{name}",
-                params={"after": after, "wait": wait},
-                timeout=wait + self.timeout,
-            )
-        except httpx.RequestError as exc:
-            raise translate(exc) from exc
+        """The channel's revision once it passes `after`, or None after `wait` seconds.
+
+        A connection dropped before any answer (a kept-alive connection the server closed
+        as it was reused) is retried once on a new one: the long-poll is idempotent.
+        """
+        for retry in (True, False):
+            try:
+                response = await self._http.get(
+                    f"/channels/{name}",
+                    params={"after": after, "wait": wait},
+                    timeout=wait + self.timeout,
+                )
+                break
+            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                if not retry:
+                    raise translate(exc) from exc
+            except httpx.RequestError as exc:
+                raise translate(exc) from exc
         if response.status_code == 304:
             return None
         raise_for_error(response)

@@ -273,3 +273,34 @@ def test_the_cancellable_long_poll_lets_no_transport_error_through() -> None:
 
     with pytest.raises(errors.RegistryUnavailableError, match="cannot reach the registry"):
         asyncio.run(main())
+
+
+def test_the_long_poll_retries_once_on_a_connection_dropped_before_any_answer() -> None:
+    import asyncio
+
+    import httpx
+
+    from registry.client.watch import ChannelWatch
+
+    attempts: list[str] = []
+
+    def dropping(times: int):
+        def handler(request: httpx.Request) -> httpx.Response:
+            attempts.append(str(request.url))
+            if len(attempts) <= times:
+                raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+            return httpx.Response(304)
+
+        return handler
+
+    async def main(times: int) -> object:
+        transport = httpx.MockTransport(dropping(times))
+        async with ChannelWatch("http://registry.test", "t", transport=transport) as watch:
+            return await watch.wait("prod", after=3, wait=1)
+
+    assert asyncio.run(main(1)) is None  # the second attempt answered
+    assert len(attempts) == 2
+    attempts.clear()
+    with pytest.raises(errors.RegistryUnavailableError, match="cannot reach the registry"):
+        asyncio.run(main(2))  # dropped twice: a typed error, no third try
+    assert len(attempts) == 2
