@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("registry.cli.audit:audit", "Verify the event chain."),
     "fsck": ("registry.cli.maintenance:fsck", "Check blobs, roots, channel heads, events."),
     "gc": ("registry.cli.maintenance:gc", "Delete unreferenced blobs and stale temp files."),
+    "nodes": ("registry.cli.nodes:nodes", "List runtime nodes: revision vs head, lag, stale."),
     "runtime": ("runtime.cli:runtime", "Serve or run the WeAct runtime."),
     "train": ("trainers.cli:train", "Phase-wise LoRA training."),
     "merge": ("trainers.cli:merge", "Static-merge baselines."),

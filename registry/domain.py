@@ -212,6 +212,20 @@ class Node:
     audit: dict[str, Any]
     audit_ok: bool
     last_heartbeat: datetime
+    library_digest: str | None = None
+    stale: bool = False  # as the node reported it
+    lag: int | None = None  # as the node reported it
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """A node as operators see it: what it reports, against its channel's head."""
+
+    node: Node
+    head: int | None  # the channel's current revision (None: no such channel)
+    lag: int | None  # head - revision served (None: unknown)
+    heartbeat_age_s: float
+    stale: bool  # reported stale, or silent for longer than the registry tolerates
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """`weact runtime` commands (mounted lazily by cli/main.py).
 
     weact runtime serve --backbone PATH --adapter NAME=DIR [...] [--policy hard|soft]
-                        [--order plan,search,write] [--host H] [--port P] [--token T]
+                        [--order plan,search,write] [--host H] [--port P] [--token T ...]
+                        [--handle-idle S]
     weact runtime serve --backbone PATH --registry URL --channel prod [--node-id ID]
                         [--registry-token T] [--library-dir DIR] [--poll-wait S]
+                        [--heartbeat S]
     weact runtime run   --task "..." --backbone PATH --adapter NAME=DIR [...] [--json]
     weact runtime mcp   --backbone PATH --adapter NAME=DIR [...]      (MCP over stdio)
 
@@ -121,6 +123,13 @@ def follow_options(fn: F) -> F:
             show_default=True,
             help="Seconds each long-poll of the channel waits.",
         ),
+        click.option(
+            "--heartbeat",
+            type=click.FloatRange(min=0.1, max=3600),
+            default=10.0,
+            show_default=True,
+            help="Seconds between heartbeats to the registry.",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -185,10 +194,28 @@ def runtime() -> None:
 @engine_options
 @click.option("--host", default=None, help="Bind address (default 127.0.0.1).")
 @click.option("--port", type=click.IntRange(0, 65535), default=None)
-@click.option("--token", envvar="WEACT_RUNTIME_TOKEN", default=None, help="Bearer token.")
+@click.option(
+    "--token",
+    "tokens",
+    multiple=True,
+    envvar="WEACT_RUNTIME_TOKEN",
+    help="Bearer token of a client (repeat for several; the env var splits on spaces).",
+)
+@click.option(
+    "--handle-idle",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    help="Seconds an unused MCP episode handle lives (default 900).",
+)
 @follow_options
 @runtime_errors
-def serve(host: str | None, port: int | None, token: str | None, **options: Any) -> None:
+def serve(
+    host: str | None,
+    port: int | None,
+    tokens: tuple[str, ...],
+    handle_idle: float | None,
+    **options: Any,
+) -> None:
     """Serve the runtime HTTP API, with MCP at /mcp."""
     import uvicorn
 
@@ -205,15 +232,19 @@ def serve(host: str | None, port: int | None, token: str | None, **options: Any)
             follower = start_follower(engine, client, options)
         policy, config, targets = episode_setup(engine, options)
         host = host or settings.host
-        secret = token or (settings.token.get_secret_value() if settings.token else None)
+        secrets = list(tokens) or (
+            settings.token.get_secret_value().split() if settings.token else []
+        )
         app = create_app(
             engine,
             policy=policy,
             agent_config=config,
             tool_servers=targets,
-            token=secret,
+            token=secrets,
             host=host,
             max_episodes=settings.max_episodes,
+            source=follower,
+            handle_idle_s=handle_idle or settings.handle_idle_s,
         )
         uvicorn.run(app, host=host, port=port if port is not None else settings.port)
     finally:
@@ -251,7 +282,7 @@ def start_follower(engine: Engine, client: Any, options: dict[str, Any]) -> Any:
 
     from runtime.follow import ChannelFollower
 
-    if not hasattr(engine, "swap_adapters"):
+    if not engine.follows_channels:
         raise click.UsageError(f"engine {options['engine_kind']!r} cannot follow a channel")
     channel = options["channel"]
     dest = options["library_dir"] or Path.home() / ".cache" / "weact" / "library" / channel
@@ -263,6 +294,7 @@ def start_follower(engine: Engine, client: Any, options: dict[str, Any]) -> Any:
         node_id,
         dest,
         wait_s=options["poll_wait"],
+        heartbeat_s=options["heartbeat"],
     )
     follower.start()
     return follower

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,10 +141,28 @@ class EngineSession(ABC):
 
 class Engine(ABC):
     tokenizer: Any
+    # whether `set_library` can change the library while serving (a node following a channel)
+    follows_channels: bool = False
 
     @property
     @abstractmethod
-    def adapters(self) -> Mapping[str, AdapterSpec]: ...
+    def adapters(self) -> Mapping[str, AdapterSpec]:
+        """The library new sessions get: capability -> spec."""
+
+    def set_library(self, specs: Iterable[AdapterSpec]) -> None:
+        """Make the library exactly `specs` for new sessions, atomically.
+
+        New versions load next to the old ones (validated first: nothing changes on an
+        error); a capability not in `specs` is no longer offered to new sessions. Open
+        sessions keep the library they started with until they close; `release_unused`
+        then frees what nobody uses.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot change its library")
+
+    def release_unused(self) -> list[str]:
+        """Free resident adapter versions that neither the library nor an open session uses;
+        returns their names."""
+        return []
 
     @abstractmethod
     def new_session(self) -> EngineSession: ...

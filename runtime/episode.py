@@ -3,21 +3,27 @@
 An `Episode` owns an `EngineSession` (active adapter, token history, KV caches), its policy,
 its messages, per-step records and an event log that the HTTP API streams. Nothing is shared
 between episodes but the engine's resident weights. `EpisodeManager` creates, finds, binds
-(to MCP sessions) and closes them, evicting the oldest idle episode when full.
+(to legacy MCP sessions), opens behind secret handles (stateless MCP clients, see
+`runtime.handles`) and closes them, evicting the oldest idle episode when full. An episode
+is pinned to the library it started with; when a `LibrarySource` (a channel follower) is
+given, the episode also records that library's revision.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from runtime.engine import Config, Engine, EngineSession, SwitchRecord
 from runtime.errors import RuntimeEngineError
+from runtime.handles import DEFAULT_IDLE_S, HandleTable, UnknownHandleError
 from runtime.policy import HardPolicy, Policy
 from runtime.tools import AdapterControl
 
@@ -34,6 +40,19 @@ class EpisodeNotFoundError(RuntimeEngineError, KeyError):
 
 class TooManyEpisodesError(RuntimeEngineError, RuntimeError):
     """Every episode slot is taken by a running episode."""
+
+
+class LibrarySource(Protocol):
+    """Where the engine's library comes from (a channel follower)."""
+
+    def pinned(self) -> AbstractContextManager[int | None]:
+        """Hold the library steady (no swap) for the block; yields the revision it serves."""
+
+    def health(self) -> dict[str, Any]:
+        """What the node's /healthz says about its library (`stale`, `audit_ok`, ...)."""
+
+    def release(self) -> list[str]:
+        """Episodes closed: free adapter versions that no open episode uses any more."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +117,7 @@ class Episode:
     error: str | None = None
     elapsed_s: float = 0.0
     created_at: float = field(default_factory=time.time)
+    revision: int | None = None  # the channel revision of the library it is pinned to
 
     @property
     def session(self) -> EngineSession:
@@ -108,6 +128,8 @@ class Episode:
             "id": self.id,
             "task": self.task,
             "policy": self.policy.to_json(),
+            "revision": self.revision,
+            "library": sorted(self.control.session.library),
             "status": self.status,
             "active": self.control.session.active,
             "loaded": list(self.control.loaded),
@@ -142,7 +164,7 @@ def totals(episode: Episode) -> dict[str, float]:
 
 
 class EpisodeManager:
-    """The episodes of one engine; `bind(key)` gives each MCP session its own."""
+    """The episodes of one engine: created, bound to legacy MCP sessions, opened by handle."""
 
     def __init__(
         self,
@@ -151,11 +173,17 @@ class EpisodeManager:
         policy: Policy | None = None,
         max_episodes: int = 64,
         on_switch: SwitchHook | None = None,
+        source: LibrarySource | None = None,
+        handle_idle_s: float = DEFAULT_IDLE_S,
     ) -> None:
         self.engine = engine
         self.policy = policy or HardPolicy()
         self.max_episodes = max_episodes
         self.on_switch = on_switch
+        self.source = source
+        self.handles = HandleTable(handle_idle_s)
+        # after episodes close: frees the weights no open episode uses (the source's release)
+        self.on_close: Callable[[], object] | None = source.release if source else None
         self._episodes: OrderedDict[str, Episode] = OrderedDict()
         self._bindings: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -166,9 +194,12 @@ class EpisodeManager:
 
     def _create(self, policy: Policy, task: str | None) -> Episode:
         self._make_room()
-        session = self.engine.new_session()
-        control = AdapterControl(session, policy, self.engine.adapters, on_switch=self.on_switch)
-        episode = Episode(uuid.uuid4().hex, policy, control, task=task)
+        with self.source.pinned() if self.source else nullcontext(None) as revision:
+            session = self.engine.new_session()
+            specs = self.engine.adapters
+        library = {name: specs[name] for name in session.library if name in specs}
+        control = AdapterControl(session, policy, library, on_switch=self.on_switch)
+        episode = Episode(uuid.uuid4().hex, policy, control, task=task, revision=revision)
         self._episodes[episode.id] = episode
         return episode
 
@@ -190,6 +221,39 @@ class EpisodeManager:
             self._bindings[key] = episode.id
             return episode
 
+    # -- handles (stateless MCP) ---------------------------------------------------------
+    def open(self, *, owner: str) -> tuple[Episode, str]:
+        """A new episode and the secret handle that reaches it with `owner`'s credentials."""
+        self.expire_idle()
+        episode = self.create()
+        return episode, self.handles.mint(episode.id, owner=owner)
+
+    def by_handle(self, handle: str, *, owner: str) -> Episode:
+        """The episode of `handle`; raises a HandleError (unknown, expired, other owner)."""
+        self.expire_idle()
+        episode_id = self.handles.resolve(handle, owner=owner)
+        try:
+            return self.get(episode_id)
+        except EpisodeNotFoundError:  # evicted meanwhile: the handle is as good as expired
+            self.handles.forget_episode(episode_id)
+            raise UnknownHandleError() from None
+
+    def close_handle(self, handle: str, *, owner: str) -> Episode:
+        """Close the episode of `handle`; the handle is spent."""
+        episode = self.by_handle(handle, owner=owner)
+        self.handles.revoke(handle, owner=owner)
+        self.close(episode.id)
+        return episode
+
+    def expire_idle(self) -> list[str]:
+        """Close the episodes whose handles went idle; returns their ids."""
+        expired = self.handles.expire()
+        for episode_id in expired:
+            with contextlib.suppress(EpisodeNotFoundError):
+                self.close(episode_id)
+        return expired
+
+    # -- listing and closing -------------------------------------------------------------
     def list(self) -> list[Episode]:
         """Every episode, oldest first."""
         with self._lock:
@@ -198,10 +262,10 @@ class EpisodeManager:
     def close(self, episode_id: str) -> None:
         with self._lock:
             episode = self._episodes.pop(episode_id, None)
-            self._bindings = {k: v for k, v in self._bindings.items() if v != episode_id}
+            self._unbind(episode_id)
         if episode is None:
             raise EpisodeNotFoundError(episode_id)
-        _close(episode)
+        self._closed([episode])
 
     def close_all(self) -> None:
         with self._lock:
@@ -209,10 +273,27 @@ class EpisodeManager:
             self._episodes.clear()
             self._bindings.clear()
         for episode in episodes:
-            _close(episode)
+            self.handles.forget_episode(episode.id)
+        self._closed(episodes)
+
+    def finished(self, episode: Episode) -> None:
+        """An agent episode ended: its engine session closes (its record stays readable)."""
+        episode.control.session.close()
+        if self.on_close is not None:
+            self.on_close()
 
     def __len__(self) -> int:
         return len(self._episodes)
+
+    def _unbind(self, episode_id: str) -> None:
+        self._bindings = {k: v for k, v in self._bindings.items() if v != episode_id}
+        self.handles.forget_episode(episode_id)
+
+    def _closed(self, episodes: list[Episode]) -> None:
+        for episode in episodes:
+            _close(episode)
+        if episodes and self.on_close is not None:
+            self.on_close()
 
     def _make_room(self) -> None:
         while len(self._episodes) >= self.max_episodes:
@@ -220,8 +301,8 @@ class EpisodeManager:
             if idle is None:
                 raise TooManyEpisodesError(f"all {self.max_episodes} episodes are running")
             del self._episodes[idle.id]
-            self._bindings = {k: v for k, v in self._bindings.items() if v != idle.id}
-            _close(idle)
+            self._unbind(idle.id)
+            self._closed([idle])
 
 
 def _close(episode: Episode) -> None:

@@ -1,7 +1,7 @@
 """Runtime errors.
 
 RuntimeEngineError
-├── UnknownAdapterError (KeyError)        load of a name the library does not hold
+├── UnknownAdapterError (KeyError)        load of a name the episode's library does not hold
 ├── AdapterAlreadyActiveError (ValueError) load while another adapter is active
 ├── NoActiveAdapterError (ValueError)     offload with none active
 ├── PolicyViolationError (ValueError)     a load the episode's policy forbids
@@ -26,7 +26,8 @@ class UnknownAdapterError(RuntimeEngineError, KeyError):
         self.name = name
         self.available = available
         super().__init__(
-            f"unknown capability {name!r}; available: {', '.join(available) or '(none)'}"
+            f"capability {name!r} is unavailable (not in this episode's library); "
+            f"available: {', '.join(available) or '(none)'}"
         )
 
     def __str__(self) -> str:  # KeyError would quote the message

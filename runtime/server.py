@@ -5,11 +5,14 @@
     GET  /v1/episodes/{id}         trajectory: messages, per-step records, switches, totals
     GET  /v1/episodes/{id}/events  Server-Sent Events (tokens, tool calls, switches, steps)
     GET  /metrics                  Prometheus: switch latency, rebuild time, their shares
-    GET  /healthz                  {"status": "ok", "adapters": [...]}
-    POST /mcp                      MCP streamable HTTP: load_lora / offload_lora
+    GET  /healthz                  {"status": "ok" | "stale" | "audit_failed", "adapters": [...],
+                                    "library": {channel, revision, head, lag, stale, ...}}
+    POST /mcp                      MCP streamable HTTP: open_episode, load_lora, offload_lora,
+                                   close_episode (see runtime.mcp_server)
 
-Episodes run as background tasks of the app. With a token, every HTTP and MCP request needs
-`Authorization: Bearer <token>` (401 otherwise). Errors are `{"error": code, "detail": ...}`.
+Episodes run as background tasks of the app. With tokens, every HTTP and MCP request needs
+`Authorization: Bearer <token>` for one of them (401 otherwise). Errors are
+`{"error": code, "detail": ...}`.
 """
 
 from __future__ import annotations
@@ -42,10 +45,12 @@ from runtime.episode import (
     Episode,
     EpisodeManager,
     EpisodeNotFoundError,
+    LibrarySource,
     TooManyEpisodesError,
     totals,
 )
 from runtime.errors import RuntimeEngineError
+from runtime.handles import DEFAULT_IDLE_S
 from runtime.mcp_server import build_mcp_server
 from runtime.policy import (
     HardPolicy,
@@ -163,6 +168,7 @@ class Runtime:
     async def _run(self, agent: Agent, episode: Episode, task: str) -> None:
         await agent.run(episode, task)
         self.metrics.on_episode(episode)
+        await anyio.to_thread.run_sync(self.episodes.finished, episode)
 
 
 def episode_policy(default: Policy, body: EpisodeCreate, library: Collection[str]) -> Policy:
@@ -192,18 +198,23 @@ EpisodeDep = Annotated[Episode, Depends(get_episode)]
 
 
 class BearerAuth:
-    """Every HTTP request (MCP included) must carry the bearer token; 401 otherwise."""
+    """Every HTTP request (MCP included) must carry one of the bearer tokens; 401 otherwise.
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    Each token is a client of its own: an MCP episode handle works only with the token that
+    opened it.
+    """
+
+    def __init__(self, app: ASGIApp, tokens: Collection[str]) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = [f"Bearer {token}".encode() for token in tokens]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         given = dict(scope["headers"]).get(b"authorization", b"")
-        if hmac.compare_digest(given, self.expected):
+        # every token compared, in constant time each: no early exit tells which one is near
+        if sum(hmac.compare_digest(given, expected) for expected in self.expected):
             await self.app(scope, receive, send)
             return
         response = JSONResponse(
@@ -220,14 +231,26 @@ def create_app(
     policy: Policy | None = None,
     agent_config: AgentConfig | None = None,
     tool_servers: Sequence[Any] = (),
-    token: str | None = None,
+    token: str | Sequence[str] | None = None,
     host: str = "127.0.0.1",
     max_episodes: int = 64,
+    source: LibrarySource | None = None,
+    handle_idle_s: float = DEFAULT_IDLE_S,
 ) -> FastAPI:
-    """The runtime app over a loaded engine; `tool_servers` are external MCP tool targets."""
+    """The runtime app over a loaded engine; `tool_servers` are external MCP tool targets.
+
+    `token`: one bearer token or several (one per client); `source`: the channel follower
+    that keeps the engine's library, whose revision new episodes are pinned to;
+    `handle_idle_s`: how long an MCP episode handle lives unused.
+    """
     metrics = Metrics()
     episodes = EpisodeManager(
-        engine, policy=policy, max_episodes=max_episodes, on_switch=metrics.on_switch
+        engine,
+        policy=policy,
+        max_episodes=max_episodes,
+        on_switch=metrics.on_switch,
+        source=source,
+        handle_idle_s=handle_idle_s,
     )
     runtime = Runtime(episodes, agent_config or AgentConfig(), metrics)
     mcp_server = build_mcp_server(episodes)
@@ -241,6 +264,7 @@ def create_app(
             anyio.create_task_group() as tg,
         ):
             runtime.toolbox, runtime.task_group = toolbox, tg
+            tg.start_soon(_expire_handles, episodes)
             yield
             tg.cancel_scope.cancel()
         episodes.close_all()
@@ -250,9 +274,18 @@ def create_app(
     app.include_router(_router())
     app.router.routes.extend(mcp_app.routes)
     app.add_exception_handler(RuntimeEngineError, _engine_error)
-    if token:
-        app.add_middleware(BearerAuth, token=token)
+    tokens = [token] if isinstance(token, str) else list(token or ())
+    if any(tokens):
+        app.add_middleware(BearerAuth, tokens=[t for t in tokens if t])
     return app
+
+
+async def _expire_handles(episodes: EpisodeManager) -> None:
+    """Close the episodes of idle MCP handles, also when nobody calls (frees their weights)."""
+    period = min(max(episodes.handles.idle_s / 4, 0.05), 30.0)
+    while True:
+        await anyio.sleep(period)
+        await anyio.to_thread.run_sync(episodes.expire_idle)
 
 
 async def _engine_error(request: Request, exc: Exception) -> JSONResponse:
@@ -267,7 +300,15 @@ def _router() -> APIRouter:
 
     @router.get("/healthz")
     def healthz(rt: RuntimeDep) -> dict[str, Any]:
-        return {"status": "ok", "adapters": sorted(rt.episodes.engine.adapters)}
+        body: dict[str, Any] = {"status": "ok", "adapters": sorted(rt.episodes.engine.adapters)}
+        if rt.episodes.source is not None:
+            library = rt.episodes.source.health()
+            body["library"] = library
+            if library.get("stale"):
+                body["status"] = "stale"  # serving its last verified library, cut off
+            elif not library.get("audit_ok", True):
+                body["status"] = "audit_failed"
+        return body
 
     @router.get("/metrics")
     def metrics(rt: RuntimeDep) -> Response:

@@ -16,12 +16,14 @@ class RuntimeSettings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8100, ge=0, le=65535)
-    token: SecretStr | None = None  # bearer token required on every HTTP and MCP request
+    # bearer tokens (separated by spaces), one required on every HTTP and MCP request
+    token: SecretStr | None = None
     policy: str = "hard"
     order: str = "plan,search,write"
     max_steps: int = Field(default=16, gt=0)
     max_new_tokens: int = Field(default=256, gt=0)
     max_episodes: int = Field(default=64, gt=0)
+    handle_idle_s: float = Field(default=900.0, gt=0)  # an unused MCP episode handle expires
 
 
 @lru_cache(maxsize=1)

@@ -14,8 +14,12 @@ previous library: a blob whose bytes do not hash to its digest is
 `RegistryTimeoutError`); every failure is one of the client's typed `RegistryError`s.
 
     revision, specs = pull_library(client, "prod", Path("/var/lib/weact/adapters"))
-    engine.swap_adapters(specs)
-    heartbeat(client, "node-1", "prod", revision["revision"], engine.audit())
+    engine.set_library(specs)
+    report = library_audit(engine.audit(), engine.adapters, revision)
+    heartbeat(client, "node-1", "prod", revision["revision"], report)
+
+`library_audit` is the node's audit: what is resident and offered to new episodes, checked
+against the revision, not only the roots of what happens to be loaded.
 """
 
 from __future__ import annotations
@@ -110,6 +114,38 @@ def _replace(target: Path, new: Path) -> None:
     new.rename(target)
 
 
+def library_audit(
+    report: AuditReport, offered: Mapping[str, AdapterSpec], revision: Revision
+) -> AuditReport:
+    """The engine's audit checked against the revision the node serves.
+
+    What new episodes are offered must be exactly the revision's library (no capability
+    more, none less, each at the revision's version), and each offered adapter's root,
+    recomputed from resident memory, must be the revision's. Older versions still resident
+    for open episodes are named in the detail, not failures; the backbone must be the
+    revision's.
+    """
+    library, number = revision["library"], revision["revision"]
+    problems = []
+    if report.backbone_root != revision["backbone"]:
+        problems.append(f"backbone {report.backbone_root} != revision's {revision['backbone']}")
+    problems += [f"{c!r} is offered but not in revision {number}" for c in offered.keys() - library]
+    problems += [f"{c!r} of revision {number} is not offered" for c in library.keys() - offered]
+    for capability in sorted(offered.keys() & library.keys()):
+        entry, spec = library[capability], offered[capability]
+        if spec.version != entry["name"]:
+            problems.append(f"{capability!r} offers {spec.version}, revision {entry['name']}")
+        resident = report.adapters.get(capability)
+        if resident != entry["manifest_root"]:
+            problems.append(
+                f"{capability!r}: resident root {resident} != revision's {entry['manifest_root']}"
+            )
+    retained = sorted(report.adapters.keys() - offered.keys())
+    notes = [f"resident for open episodes only: {', '.join(retained)}"] if retained else []
+    detail = "; ".join(filter(None, [report.detail, *sorted(problems), *notes]))
+    return AuditReport(report.ok and not problems, report.backbone_root, report.adapters, detail)
+
+
 def audit_body(report: AuditReport) -> dict[str, Any]:
     """The heartbeat's `audit` object (CONTRACTS.md section 2)."""
     return {
@@ -126,6 +162,12 @@ def heartbeat(
     channel: str,
     revision: int | None,
     report: AuditReport,
+    status: Mapping[str, Any] | None = None,
 ) -> Node:
-    """Post the engine audit for the revision this node serves; returns the registry's Node."""
-    return client.heartbeat(node_id, channel=channel, revision=revision, audit=audit_body(report))
+    """Post the engine audit for the revision this node serves; returns the registry's Node.
+
+    `status`: `library_digest` of the revision served, `stale`, `lag` (see runtime.follow).
+    """
+    return client.heartbeat(
+        node_id, channel=channel, revision=revision, audit=audit_body(report), status=status
+    )

@@ -77,6 +77,7 @@ REGISTRY: dict[str, list[str]] = {
     "channel revisions": ["prod"],
     "channel wait": ["prod", "--after", "0", "--wait", "1"],
     "audit events": [],
+    "nodes": [],
     "train": [
         "--capability",
         "plan",

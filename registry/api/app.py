@@ -1,6 +1,8 @@
 """The FastAPI application: ``create_app(settings)`` wires state, routers, errors, metrics.
 
-The schema is not created here: run ``registry.db.migrate.upgrade(url)`` first.
+The schema is not created here: run ``registry.db.migrate.upgrade(url)`` first. On
+PostgreSQL the app listens for channel notifications of every registry process on the same
+database (``registry.api.pgbus``) from startup to shutdown.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from fastapi import APIRouter, FastAPI
 
 from registry.api.deps import AppState
 from registry.api.errors import install_error_handlers
+from registry.api.fleet_metrics import FleetCollector
 from registry.api.metrics import Metrics, MetricsMiddleware
 from registry.api.middleware import BodyLimitMiddleware, InternalErrorMiddleware
 from registry.api.notify import ChannelNotifier
+from registry.api.pgbus import channel_bus
 from registry.api.routes import (
     adapters,
     backbones,
@@ -29,7 +33,8 @@ from registry.api.routes import (
 )
 from registry.db.migrate import check_current
 from registry.db.session import Database
-from registry.domain import RegistryStats
+from registry.domain import NodeStatus, RegistryStats
+from registry.services.fleet import fleet_status
 from registry.services.stats import registry_stats
 from registry.settings import Settings
 from registry.web import install_web
@@ -55,6 +60,11 @@ def open_blob_store(settings: Settings) -> BlobStore:
     return open_store(settings.store_url)
 
 
+def read_fleet(db: Database) -> list[NodeStatus]:
+    with db.read() as session:
+        return fleet_status(session=session)
+
+
 def create_app(settings: Settings, *, database: Database | None = None) -> FastAPI:
     """The registry app over ``settings`` (an existing ``Database`` may be shared)."""
     db = database or Database(settings.database_url)
@@ -70,12 +80,19 @@ def create_app(settings: Settings, *, database: Database | None = None) -> FastA
         metrics=Metrics(read_stats),
         notifier=ChannelNotifier(),
     )
+    state.metrics.registry.register(FleetCollector(lambda: read_fleet(db)))
     owns_db = database is None
+    bus = channel_bus(db.engine, state.notifier)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         check_current(db.engine)
+        if bus is not None:
+            bus.start()
         yield
+        state.notifier.close()
+        if bus is not None:
+            bus.stop()
         if owns_db:
             state.db.dispose()
 

@@ -1,23 +1,62 @@
-"""Wakes long-polling requests in this process as soon as a channel gets a revision.
+"""Wakes long-polling requests as soon as a channel gets a revision.
 
-Requests on other processes are covered by polling the database at a short interval;
-this only removes the wait when the writer runs in the same process.
+`ChannelNotifier` is the in-process part: a write in this process calls `notify()`, which
+wakes this process's waiters at once and hands the news to a cross-process bus when one is
+attached (`registry.api.pgbus`: PostgreSQL LISTEN/NOTIFY). The bus calls `wake()` when
+another process wrote. While `cross_process` is true, a long-poll sleeps until woken; without
+a bus (SQLite) or while the bus is reconnecting, it re-reads the database every interval.
+
+Waiters pass the `generation` they saw before reading the database, so a wake that lands
+between that read and the wait is never lost. `shared()` lets the waiters one wake releases
+share one read of the database. `close()` (the server is stopping) wakes every
+waiter for good: open long-polls answer at once instead of holding the shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class ChannelNotifier:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self._generation = 0
+        self._closed = False
+        self.publish: Callable[[], None] | None = None  # tells other processes (a bus)
+        self.cross_process = False  # whether the bus delivers other processes' writes now
+        self._shared: dict[str, tuple[int, asyncio.Future[Any]]] = {}
+
+    @property
+    def generation(self) -> int:
+        """Counts wakes; pass it to `wait` to return at once if one happened since."""
+        return self._generation
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def notify(self) -> None:
-        """Wake every waiter (callable from any thread)."""
+        """A revision was written here: wake this process's waiters, then tell the others."""
+        self.wake()
+        if self.publish is not None:
+            try:
+                self.publish()
+            except Exception:  # the write is done; other processes catch up on their poll
+                logger.exception("could not publish a channel notification")
+
+    def wake(self) -> None:
+        """Wake every waiter of this process (callable from any thread)."""
         with self._lock:
+            self._generation += 1
             waiters = list(self._waiters)
         for loop, event in waiters:
             try:
@@ -25,10 +64,20 @@ class ChannelNotifier:
             except RuntimeError:  # the loop closed meanwhile
                 pass
 
-    async def wait(self, timeout: float) -> None:
-        """Return after a notify or after ``timeout`` seconds, whichever comes first."""
+    def close(self) -> None:
+        """The server is stopping: wake every waiter now and let no new one sleep."""
+        self._closed = True
+        self.wake()
+
+    async def wait(self, timeout: float, since: int | None = None) -> None:
+        """Return after a wake or after `timeout` seconds, whichever comes first.
+
+        With `since`, return at once when a wake happened after that generation.
+        """
         entry = (asyncio.get_running_loop(), asyncio.Event())
         with self._lock:
+            if self._closed or (since is not None and since != self._generation):
+                return
             self._waiters.add(entry)
         try:
             await asyncio.wait_for(entry[1].wait(), timeout)
@@ -37,3 +86,26 @@ class ChannelNotifier:
         finally:
             with self._lock:
                 self._waiters.discard(entry)
+
+    async def shared(self, key: str, load: Callable[[], Awaitable[T]]) -> T:
+        """`await load()`, one load shared by every caller of `key` until the next wake.
+
+        Sound only while every write wakes this notifier (`cross_process`): the long-polls
+        that one promotion wakes then read the database once, not once each.
+        """
+        generation = self._generation  # before the load: a write during it makes it stale
+        entry = self._shared.get(key)
+        if entry is None or entry[0] != generation:
+            entry = (generation, asyncio.ensure_future(load()))
+            self._shared[key] = entry
+        try:
+            return await asyncio.shield(entry[1])  # a waiter that goes away cancels no load
+        except Exception:
+            if self._shared.get(key) is entry:
+                del self._shared[key]  # a failed load is not shared with later callers
+            raise
+
+    @property
+    def waiting(self) -> int:
+        """How many requests wait right now (a metric)."""
+        return len(self._waiters)

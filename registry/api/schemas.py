@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from registry.domain import AdapterState, Role
+from registry.domain import AdapterState, NodeStatus, Role
 
 MAX_DB_INT = 2**31 - 1
 DbInt = Annotated[int, Field(ge=0, le=MAX_DB_INT)]
@@ -331,6 +331,9 @@ class HeartbeatIn(In):
     channel: str = Field(max_length=64)
     revision: DbInt | None = None
     audit: AuditIn
+    library_digest: str | None = Field(default=None, pattern="^[0-9a-f]{64}$")
+    stale: bool = False  # the node cannot reach the registry (serves its last library)
+    lag: DbInt | None = None  # revisions behind the head the node knows of
 
 
 class NodePublic(Out):
@@ -340,6 +343,28 @@ class NodePublic(Out):
     audit: dict[str, Any]
     audit_ok: bool
     last_heartbeat: datetime
+    library_digest: str | None
+    head: int | None  # the channel's current revision
+    lag: int | None  # head - revision
+    heartbeat_age_s: float
+    stale: bool  # reported stale, or silent too long
+
+    @classmethod
+    def of(cls, status: NodeStatus) -> NodePublic:
+        node = status.node
+        return cls(
+            id=node.id,
+            channel=node.channel,
+            revision=node.revision,
+            audit=node.audit,
+            audit_ok=node.audit_ok,
+            last_heartbeat=node.last_heartbeat,
+            library_digest=node.library_digest,
+            head=status.head,
+            lag=status.lag,
+            heartbeat_age_s=round(status.heartbeat_age_s, 3),
+            stale=status.stale,
+        )
 
 
 class EventPublic(Out):

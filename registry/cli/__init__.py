@@ -8,6 +8,7 @@
     adapters.py  adapter push|pull|list|show|lineage, approve, reject, revoke
     channels.py  promote, gate, rollback, channel list|show|revisions|wait
     audit.py     audit events
+    nodes.py     nodes (the fleet: revision served vs channel head, lag, audit, stale)
 
 Every command but those of `server.py` is an HTTP client of a running registry built on
 `registry.client`: a rich table for people, `--json` for scripts.

@@ -87,9 +87,8 @@ def serve(
     log_level: str,
 ) -> None:
     """Migrate the database to head, then serve the registry API."""
-    import uvicorn
-
     from registry.api.app import create_app
+    from registry.api.serving import serve_registry
     from registry.db.migrate import upgrade
 
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
@@ -97,7 +96,7 @@ def serve(
         database_url=database_url, store_url=store_url, s3_endpoint_url=s3_endpoint_url
     )
     upgrade(settings.database_url)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+    serve_registry(create_app(settings), host=host, port=port, log_level=log_level)
 
 
 @click.group()

@@ -35,6 +35,7 @@ from registry.client.records import (
 )
 from registry.client.transfers import provenance_body
 from registry.client.transport import Transport, read_json
+from registry.client.watch import ChannelWatch
 
 
 class Endpoints:
@@ -85,8 +86,18 @@ class Endpoints:
     def metrics(self) -> str:
         return self._transport.request("GET", "/metrics").text
 
-    def create_token(self, *, name: str, role: str) -> TokenCreated:
-        return cast(TokenCreated, self._post("/tokens", {"name": name, "role": role}))
+    def create_token(
+        self, *, name: str, role: str, principal: str | None = None, node_id: str | None = None
+    ) -> TokenCreated:
+        """A new token (its secret is in the answer, once). `principal` defaults to `name`;
+        a node token may be bound to its `node_id` up front (else to the first it reports as).
+        """
+        body: dict[str, Any] = {"name": name, "role": role}
+        if principal is not None:
+            body["principal"] = principal
+        if node_id is not None:
+            body["node_id"] = node_id
+        return cast(TokenCreated, self._post("/tokens", body))
 
     # -- backbones and capabilities ----------------------------------------------------
 
@@ -267,6 +278,10 @@ class Endpoints:
             return None
         return cast(Revision, read_json(response))
 
+    def channel_watch(self) -> ChannelWatch:
+        """An async, cancellable long-poll on the same registry and token (`watch.py`)."""
+        return ChannelWatch(self.url, self._transport.token, self.timeout)
+
     def gate(
         self,
         channel: str,
@@ -316,9 +331,16 @@ class Endpoints:
     # -- nodes and events --------------------------------------------------------------
 
     def heartbeat(
-        self, node_id: str, *, channel: str, revision: int | None, audit: Mapping[str, Any]
+        self,
+        node_id: str,
+        *,
+        channel: str,
+        revision: int | None,
+        audit: Mapping[str, Any],
+        status: Mapping[str, Any] | None = None,
     ) -> Node:
-        body = {"channel": channel, "revision": revision, "audit": dict(audit)}
+        """Report what the node serves; `status`: `library_digest`, `stale`, `lag`."""
+        body = {"channel": channel, "revision": revision, "audit": dict(audit), **(status or {})}
         return cast(Node, self._post(f"/nodes/{node_id}/heartbeat", body))
 
     def list_nodes(self) -> list[Node]:

@@ -164,6 +164,11 @@ class Node(TypedDict):
     audit: dict[str, Any]
     audit_ok: bool
     last_heartbeat: str
+    library_digest: str | None
+    head: int | None
+    lag: int | None
+    heartbeat_age_s: float
+    stale: bool
 
 
 class Event(TypedDict):

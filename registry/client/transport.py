@@ -134,6 +134,7 @@ class Transport:
     ) -> None:
         self.url = check_url(url)
         self.timeout = timeout
+        self.token = token
         self._transport = transport
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(

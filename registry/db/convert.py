@@ -137,4 +137,7 @@ def to_node(row: SqlNode) -> Node:
         audit=dict(row.audit),
         audit_ok=row.audit_ok,
         last_heartbeat=row.last_heartbeat,
+        library_digest=row.library_digest,
+        stale=row.stale,
+        lag=row.lag,
     )

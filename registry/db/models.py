@@ -225,6 +225,9 @@ class SqlNode(Base):
     audit: Mapped[dict[str, Any]] = mapped_column()
     audit_ok: Mapped[bool] = mapped_column(Boolean)
     last_heartbeat: Mapped[datetime] = mapped_column(default=utcnow)
+    library_digest: Mapped[str | None] = mapped_column(String(64))  # of the revision served
+    stale: Mapped[bool] = mapped_column(Boolean, default=False)  # node cannot reach registry
+    lag: Mapped[int | None] = mapped_column(Integer)  # revisions behind the head it knows
 
 
 class SqlBlobLease(Base):

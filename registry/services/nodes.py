@@ -1,4 +1,5 @@
-"""Runtime nodes report what they serve; a change of revision or audit result is an event.
+"""Runtime nodes report what they serve; a change of revision, audit result or staleness is
+an event. `registry.services.fleet` sets the reports against the channels' heads.
 
 A heartbeat is an upsert: concurrent first heartbeats of one node id all succeed, one of
 them inserts the row (and writes the event), the others retry as updates of that row.
@@ -28,11 +29,15 @@ def heartbeat(
     channel: str,
     revision: int | None,
     audit: dict[str, Any],
+    library_digest: str | None = None,
+    stale: bool = False,
+    lag: int | None = None,
 ) -> Node:
     check_node_id(node_id)
     check_name("channel", channel)
     bind_node(session=session, actor=actor, node_id=node_id)
     audit_ok = bool(audit.get("ok"))
+    reported = (channel, revision, audit_ok, stale)
 
     def upsert() -> tuple[SqlNode, bool]:
         row = session.scalar(
@@ -41,15 +46,12 @@ def heartbeat(
             .with_for_update()
             .execution_options(populate_existing=True)
         )
-        changed = row is None or (row.channel, row.revision, row.audit_ok) != (
-            channel,
-            revision,
-            audit_ok,
-        )
+        changed = row is None or (row.channel, row.revision, row.audit_ok, row.stale) != reported
         if row is None:
             row = SqlNode(id=node_id)
             session.add(row)
         row.channel, row.revision, row.audit, row.audit_ok = channel, revision, audit, audit_ok
+        row.library_digest, row.stale, row.lag = library_digest, stale, lag
         row.last_heartbeat = utcnow()
         session.flush()
         return row, changed
@@ -61,7 +63,7 @@ def heartbeat(
             actor=actor.name,
             action="node.report",
             subject=f"node:{node_id}",
-            payload={"channel": channel, "revision": revision, "audit": audit},
+            payload={"channel": channel, "revision": revision, "audit": audit, "stale": stale},
         )
     return to_node(row)
 

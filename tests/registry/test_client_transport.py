@@ -243,7 +243,7 @@ def _calls(tmp_path: Path) -> dict[str, Callable[[RegistryClient], Any]]:
     }
 
 
-NOT_ENDPOINTS = {"close"}
+NOT_ENDPOINTS = {"close", "channel_watch"}  # channel_watch: its own test below
 
 
 def test_no_method_lets_a_transport_error_through(tmp_path: Path) -> None:
@@ -261,3 +261,46 @@ def test_no_method_lets_a_transport_error_through(tmp_path: Path) -> None:
                 call(client)
             assert isinstance(caught.value.__cause__, httpx.ConnectError), name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adapter"]  # nothing half-written
+
+
+def test_the_cancellable_long_poll_lets_no_transport_error_through() -> None:
+    import asyncio
+
+    async def main() -> None:
+        with RegistryClient(f"http://127.0.0.1:{closed_port()}", "t", timeout=2) as client:
+            async with client.channel_watch() as watch:
+                await watch.wait("prod", after=0, wait=0.1)
+
+    with pytest.raises(errors.RegistryUnavailableError, match="cannot reach the registry"):
+        asyncio.run(main())
+
+
+def test_the_long_poll_retries_once_on_a_connection_dropped_before_any_answer() -> None:
+    import asyncio
+
+    import httpx
+
+    from registry.client.watch import ChannelWatch
+
+    attempts: list[str] = []
+
+    def dropping(times: int):
+        def handler(request: httpx.Request) -> httpx.Response:
+            attempts.append(str(request.url))
+            if len(attempts) <= times:
+                raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+            return httpx.Response(304)
+
+        return handler
+
+    async def main(times: int) -> object:
+        transport = httpx.MockTransport(dropping(times))
+        async with ChannelWatch("http://registry.test", "t", transport=transport) as watch:
+            return await watch.wait("prod", after=3, wait=1)
+
+    assert asyncio.run(main(1)) is None  # the second attempt answered
+    assert len(attempts) == 2
+    attempts.clear()
+    with pytest.raises(errors.RegistryUnavailableError, match="cannot reach the registry"):
+        asyncio.run(main(2))  # dropped twice: a typed error, no third try
+    assert len(attempts) == 2

@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save_file
 
 from runtime.engine import AdapterSpec
 from runtime.engines.peft import CONFIG_FILE, WEIGHTS_FILE, PeftEngine
-from runtime.errors import AdapterLoadError
+from runtime.errors import AdapterLoadError, UnknownAdapterError
 from storage.manifest import manifest_of_file
 
 Q_A = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
@@ -137,6 +137,38 @@ def test_swap_serves_new_sessions_and_keeps_open_ones(engine: PeftEngine, broken
     assert report.ok
     assert report.adapters["plan"] == manifest_of_file(new_dir / WEIGHTS_FILE).root
     assert set(report.adapters) == {"plan"}
+
+
+def test_set_library_offers_exactly_the_new_library(
+    tiny_backbone: Path, tiny_adapters: dict[str, Path], broken
+) -> None:
+    """A capability left out (a revoke, a rollback) is unavailable to new sessions at once,
+    stays with the open ones, and is freed when they close; a bad library changes nothing."""
+    specs = [AdapterSpec(n, str(p), version=f"{n}@1") for n, p in tiny_adapters.items()]
+    engine = PeftEngine(tiny_backbone, specs)
+    old_session = engine.new_session()
+    old_session.activate("write")
+    plan2 = broken("plan2", tensors=lambda w: w.update({Q_A: w[Q_A] * 2}))
+    bad = broken("bad", config=lambda c: c.update({"r": 3}))
+    before = dict(engine.adapters)
+    with pytest.raises(AdapterLoadError):
+        engine.set_library([AdapterSpec("plan", str(bad), version="plan@3")])
+    assert dict(engine.adapters) == before
+
+    engine.set_library([AdapterSpec("plan", str(plan2), version="plan@2"), specs[1]])
+    assert sorted(engine.adapters) == ["plan", "search"]
+    assert engine.adapters["plan"].version == "plan@2"
+    with pytest.raises(UnknownAdapterError, match="'write' is unavailable"):
+        engine.new_session().activate("write")
+    assert old_session.library["write"] == "write@1"  # the open session keeps its library
+    assert engine.release_unused() == []
+    assert set(engine.audit().adapters) == {"plan", "search", "plan@1", "write@1"}
+    old_session.close()
+    assert engine.release_unused() == ["plan@1", "write@1"]
+    report = engine.audit()
+    assert report.ok
+    assert set(report.adapters) == {"plan", "search"}
+    assert report.adapters["plan"] == manifest_of_file(plan2 / WEIGHTS_FILE).root
 
 
 def test_a_version_name_never_names_other_weights(engine: PeftEngine, broken) -> None:

@@ -17,7 +17,7 @@ from click.testing import CliRunner  # noqa: E402
 from cli.launcher import EmbeddedRegistry  # noqa: E402
 from cli.main import app  # noqa: E402
 from registry.client import RegistryClient  # noqa: E402
-from runtime.errors import AuditMismatchError  # noqa: E402
+from runtime.errors import AuditMismatchError, UnknownAdapterError  # noqa: E402
 from runtime.follow import ChannelFollower  # noqa: E402
 from storage.local import LocalBlobStore  # noqa: E402
 from storage.manifest import manifest_of_path  # noqa: E402
@@ -158,6 +158,39 @@ def test_follower_swaps_new_revisions_in_for_new_episodes(
     assert follower.last_error == ""
 
 
+def test_a_capability_dropped_from_the_revision_is_gone_for_new_episodes(
+    registry: Registry, follow, engine
+) -> None:
+    """Promote without `write` (as a revoke or a rollback does): new episodes cannot load it,
+    an open one finishes with it, and it is freed when that episode closes."""
+    registry.promote("drop", registry.adapters)
+    follower = follow("drop")
+    before = engine.new_session()
+    before.activate("write")
+    write_version = engine.adapters["write"].version
+
+    dropped = registry.bob.promote("drop", {"write": None})["revision"]["revision"]
+    eventually(lambda: follower.revision == dropped)
+
+    assert sorted(engine.adapters) == ["plan", "search"]
+    fresh = engine.new_session()
+    with pytest.raises(UnknownAdapterError, match="'write' is unavailable"):
+        fresh.activate("write")
+    before.deactivate()
+    before.activate("write")  # the open episode keeps its library
+    row = registry.node_row("node-drop")
+    assert (row["revision"], row["audit_ok"]) == (dropped, True)
+    assert row["audit"]["adapters"].keys() == {"plan", "search", write_version}
+    assert f"resident for open episodes only: {write_version}" in row["audit"]["detail"]
+
+    before.close()
+    assert follower.release() == [write_version]
+    eventually(
+        lambda: registry.node_row("node-drop")["audit"]["adapters"].keys() == {"plan", "search"}
+    )
+    assert registry.node_row("node-drop")["audit"]["detail"] == ""
+
+
 def test_a_tampered_revision_is_never_loaded(
     registry: Registry, follow, engine, tiny_backbone: Path, tmp_path: Path
 ) -> None:
@@ -179,11 +212,11 @@ def test_a_tampered_revision_is_never_loaded(
     assert not any(p.name.startswith(adapter["name"]) for p in (tmp_path / "lib").iterdir())
 
 
-def test_stop_returns_promptly_during_a_long_poll(
+def test_stop_ends_the_long_poll_in_flight_at_once(
     registry: Registry, node: RegistryClient, engine, tmp_path: Path
 ) -> None:
     registry.promote("quiet", registry.adapters)
-    follower = ChannelFollower(node, engine, "quiet", "node-quiet", tmp_path, wait_s=3)
+    follower = ChannelFollower(node, engine, "quiet", "node-quiet", tmp_path, wait_s=60)
     follower.start()
     time.sleep(0.3)  # the long-poll is in flight
 
@@ -191,8 +224,77 @@ def test_stop_returns_promptly_during_a_long_poll(
     follower.stop()
 
     assert time.monotonic() - started < 2.0
-    eventually(lambda: not follower.running, timeout=5.0)  # ends once its poll returns
+    assert not follower.running  # the poll was cancelled, not abandoned for 60 s
     assert registry.node_row("node-quiet")["revision"] == follower.revision
+
+
+def test_heartbeats_go_out_at_a_steady_interval(
+    registry: Registry, node: RegistryClient, engine, tmp_path: Path
+) -> None:
+    revision = registry.promote("steady", registry.adapters)
+    follower = ChannelFollower(
+        node, engine, "steady", "node-steady", tmp_path, wait_s=30, heartbeat_s=0.3
+    )
+    follower.start()
+    try:
+        beats = set()
+        deadline = time.monotonic() + 20
+        while len(beats) < 4:
+            assert time.monotonic() < deadline, "heartbeats stopped"
+            beats.add(registry.node_row("node-steady")["last_heartbeat"])
+            time.sleep(0.1)
+    finally:
+        follower.stop()
+    row = registry.node_row("node-steady")
+    digest = registry.admin.get_channel("steady")["library_digest"]
+    assert (row["revision"], row["head"], row["lag"]) == (revision, revision, 0)
+    assert (row["library_digest"], row["stale"], row["audit_ok"]) == (digest, False, True)
+
+
+def test_a_node_cut_off_from_the_registry_keeps_serving_and_says_it_is_stale(
+    registry: Registry, engine, tiny_backbone: Path, tmp_path: Path
+) -> None:
+    import httpx
+    from support.proxy import TcpProxy
+    from support.serving import serve
+
+    from runtime.server import create_app
+
+    first = registry.promote("outage", registry.adapters)
+    port = int(registry.server.url.rsplit(":", 1)[1])
+    with (
+        TcpProxy("127.0.0.1", port) as proxy,
+        RegistryClient(proxy.url, registry.node_token, timeout=5) as client,
+    ):
+        follower = ChannelFollower(
+            client, engine, "outage", "node-outage", tmp_path / "lib", wait_s=1,
+            retry_s=0.1, max_backoff_s=0.5, heartbeat_s=0.2,
+        )  # fmt: skip
+        follower.start()
+        served = dict(engine.adapters)
+        try:
+            with serve(create_app(engine, source=follower)) as base:
+                proxy.cut()
+                eventually(lambda: follower.status().stale)
+                health = httpx.get(f"{base}/healthz").json()
+                assert health["status"] == "stale"
+                assert health["library"]["revision"] == first
+                assert dict(engine.adapters) == served  # the last verified library serves on
+                episode = httpx.post(f"{base}/v1/episodes", json={"task": "x", "max_steps": 1})
+                assert episode.status_code == 201
+
+                adapter = new_write(registry, tiny_backbone, tmp_path, seed=53)
+                second = registry.promote("outage", {"write": adapter["id"]})
+                proxy.restore()
+                eventually(lambda: follower.revision == second, timeout=20)
+                eventually(lambda: not follower.status().stale)
+                health = httpx.get(f"{base}/healthz").json()
+            assert health["status"] == "ok"
+            assert (health["library"]["revision"], health["library"]["lag"]) == (second, 0)
+            eventually(lambda: registry.node_row("node-outage")["stale"] is False)
+            assert registry.node_row("node-outage")["revision"] == second
+        finally:
+            follower.stop()
 
 
 def test_start_refuses_a_backbone_other_than_the_revisions(
@@ -247,7 +349,8 @@ def test_serve_follows_a_channel(
             seen["adapters"] = httpx.get(f"{base}/healthz").json()["adapters"]
 
     monkeypatch.setattr(uvicorn, "run", run)
-    monkeypatch.setenv("WEACT_TOKEN", registry.node_token)
+    token = registry.admin.create_token(name="cli-node", role="node", node_id="cli-node")
+    monkeypatch.setenv("WEACT_TOKEN", token["token"])
     monkeypatch.delenv("WEACT_RUNTIME_TOKEN", raising=False)
     args = ["--registry", registry.server.url, "--channel", "cli", "--node-id", "cli-node"]
     args += ["--library-dir", str(tmp_path / "lib"), "--poll-wait", "1"]

@@ -1,4 +1,8 @@
-"""load_lora / offload_lora over MCP: stdio, streamable HTTP, and isolated sessions."""
+"""load_lora / offload_lora over MCP for older clients: stdio, legacy sessions, `_meta` names.
+
+The standard (2026-07-28) path, episode handles passed as tool arguments, is in
+test_mcp_handles.py.
+"""
 
 from __future__ import annotations
 
@@ -55,7 +59,7 @@ def test_stdio() -> None:
             return await tool_list(client), await exercise(client)
 
     tools, results = anyio.run(main)
-    assert set(tools) == {"load_lora", "offload_lora"}
+    assert set(tools) == {"open_episode", "load_lora", "offload_lora", "close_episode"}
     assert "search: Query the knowledge base" in tools["load_lora"]
     check_semantics(results)
 
@@ -97,11 +101,11 @@ def test_stateless_request_without_an_episode_is_refused(url) -> None:
 
     result = anyio.run(main)
     assert result.is_error
-    assert EPISODE_META_KEY in result.content[0].text
+    assert "call open_episode first" in result.content[0].text
 
 
 def episode_of(result) -> str:
-    return result.structured_content["episode"]
+    return result.structured_content["episode_id"]
 
 
 def test_two_interleaved_sessions_never_see_each_other(url) -> None:

@@ -49,16 +49,37 @@ def _head(state: StateDep, name: str) -> int:
 
 
 async def _long_poll(state: StateDep, name: str, after: int, wait: float) -> Revision | None:
-    """The revision once it passes ``after``, or None when ``wait`` seconds pass first."""
-    settings = state.settings
+    """The revision once it passes ``after``, or None when ``wait`` seconds pass first.
+
+    Woken by the notifier (this process's writes, and every process's through the bus);
+    without a working bus it re-reads the head every ``long_poll_interval_s``. A stopping
+    server answers at once.
+    """
+    settings, notifier = state.settings, state.notifier
     deadline = time.monotonic() + min(wait, settings.long_poll_max_s)
     while True:
-        if await run_in_threadpool(_head, state, name) > after:
-            return await run_in_threadpool(_current, state, name)
+        seen = notifier.generation  # before the read: a wake after it is never missed
+        newer = await _newer(state, name, after)
+        if newer is not None:
+            return newer
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if remaining <= 0 or notifier.closed:
             return None
-        await state.notifier.wait(min(settings.long_poll_interval_s, remaining))
+        pause = remaining if notifier.cross_process else settings.long_poll_interval_s
+        await notifier.wait(min(pause, remaining), since=seen)
+
+
+async def _newer(state: StateDep, name: str, after: int) -> Revision | None:
+    """The current revision if it passes `after`: while every write wakes the notifier, one
+    read shared by all waiters of the channel; else a cheap head check first."""
+    if state.notifier.cross_process:
+        current = await state.notifier.shared(
+            f"channel:{name}", lambda: run_in_threadpool(_current, state, name)
+        )
+        return current if current.revision > after else None
+    if await run_in_threadpool(_head, state, name) > after:
+        return await run_in_threadpool(_current, state, name)
+    return None
 
 
 @router.get("/channels", response_model=list[RevisionPublic], responses=errors(*READ))

@@ -1,4 +1,4 @@
-"""Runtime node heartbeats (node role) and the node list."""
+"""Runtime node heartbeats (node role) and the node list, against their channels' heads."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from fastapi import APIRouter
 from registry.api.deps import NodeRole, Reader, StateDep
 from registry.api.responses import READ, errors
 from registry.api.schemas import HeartbeatIn, NodePublic
-from registry.domain import Node
-from registry.services import nodes
+from registry.services import fleet, nodes
 
 router = APIRouter(tags=["nodes"])
 
@@ -18,19 +17,23 @@ router = APIRouter(tags=["nodes"])
     response_model=NodePublic,
     responses=errors(401, 403, 409, 413, 422),
 )
-def post_heartbeat(node_id: str, body: HeartbeatIn, state: StateDep, actor: NodeRole) -> Node:
+def post_heartbeat(node_id: str, body: HeartbeatIn, state: StateDep, actor: NodeRole) -> NodePublic:
     with state.db.write() as session:
-        return nodes.heartbeat(
+        node = nodes.heartbeat(
             session=session,
             actor=actor,
             node_id=node_id,
             channel=body.channel,
             revision=body.revision,
             audit=body.audit.model_dump(),
+            library_digest=body.library_digest,
+            stale=body.stale,
+            lag=body.lag,
         )
+        return NodePublic.of(fleet.status_of(session=session, node=node))
 
 
 @router.get("/nodes", response_model=list[NodePublic], responses=errors(*READ))
-def get_nodes(state: StateDep, _reader: Reader) -> list[Node]:
+def get_nodes(state: StateDep, _reader: Reader) -> list[NodePublic]:
     with state.db.read() as session:
-        return nodes.list_nodes(session=session)
+        return [NodePublic.of(s) for s in fleet.fleet_status(session=session)]

@@ -7,8 +7,9 @@ tensors stay resident under their PEFT names so that the audit can recompute eac
 manifest root from memory.
 
 Adapters are resident under their version name (`write@7`); a session pins the library it
-started with, so `swap_adapters` serves a new version to new episodes while running ones
-finish on theirs, and `release_unused` then frees versions nobody uses. The engine sets the
+started with, so `set_library` (exactly a channel revision's library) or `swap_adapters` (new
+versions only) serves new episodes while running ones finish on theirs, and `release_unused`
+then frees versions nobody uses. The engine sets the
 holder to a session's configuration inside one lock around every forward pass, so concurrent
 sessions interleave safely token by token.
 """
@@ -44,6 +45,8 @@ logger = logging.getLogger(__name__)
 
 class PeftEngine(Engine):
     """Reference engine: all adapters resident, O(1) switches, per-config prefix caches."""
+
+    follows_channels = True
 
     def __init__(
         self,
@@ -94,6 +97,23 @@ class PeftEngine(Engine):
         its name); a key never names two sets of weights. With `replace`, a capability of
         the library may get a new version: new sessions see it, open ones keep theirs.
         """
+        specs = self._load(specs, replace)
+        self._library = {**self._library, **{s.name: weight_key(s) for s in specs}}
+
+    def swap_adapters(self, specs: Iterable[AdapterSpec]) -> None:
+        """Load new versions next to the old ones; new sessions use them (atomic)."""
+        self.add_adapters(specs, replace=True)
+
+    def set_library(self, specs: Iterable[AdapterSpec]) -> None:
+        """Make the library of new sessions exactly `specs` (atomic): new versions load next
+        to the old ones, a capability not in `specs` is no longer offered; open sessions keep
+        theirs until `release_unused` frees what nobody uses."""
+        specs = self._load(specs, replace=True)
+        self._library = {s.name: weight_key(s) for s in specs}
+
+    def _load(self, specs: Iterable[AdapterSpec], replace: bool) -> list[AdapterSpec]:
+        """Validate every spec (one AdapterLoadError for all problems), then make the new
+        ones resident; the library is not touched."""
         specs = list(specs)
         problems = self._name_problems(specs, replace)
         fresh = [s for s in specs if weight_key(s) not in self._loaded]
@@ -104,11 +124,7 @@ class PeftEngine(Engine):
         for adapter in loaded:
             assert adapter is not None
             self._apply(adapter)
-        self._library = {**self._library, **{s.name: weight_key(s) for s in specs}}
-
-    def swap_adapters(self, specs: Iterable[AdapterSpec]) -> None:
-        """Load new versions next to the old ones; new sessions use them (atomic)."""
-        self.add_adapters(specs, replace=True)
+        return specs
 
     def _name_problems(self, specs: Sequence[AdapterSpec], replace: bool) -> list[str]:
         names = [s.name for s in specs]

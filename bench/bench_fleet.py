@@ -1,0 +1,282 @@
+"""Fleet benchmark: how fast a promotion reaches every node, with one or two registry processes.
+
+Part 1 (nodes). `weact serve` processes on one fresh PostgreSQL database (one, then two);
+1 and 8 runtime nodes in this process (PeftEngine on the tiny model, ChannelFollower with its
+own node client), long-polling the last registry process while promotions go through the
+first. Timed: from the promote call returning to every node serving the new revision for new
+episodes (its library swapped, `follower.revision` moved). Promotions alternate between two
+already pulled versions of `write` ("warm": no transfer), then publish a fresh version each
+time ("cold": download, verify, load included). Median and max over the rounds.
+
+Part 2 (followers). 200 plain HTTP long-poll clients on loopback (asyncio, one connection
+each), split over the registry processes, held for `--hold` seconds while a promotion runs
+every `--every` seconds; one follower alone first, as the baseline. Reported: errors (must
+be 0) and promote-to-wake latency p50/p99, from the promote call returning to each
+follower's answer (negative when the answer beat the promote's own response). The
+followers share this machine's cores with the registries: their own client work is in the
+figure.
+
+    .venv/bin/python bench/bench_fleet.py [--rounds 10] [--cold 3] [--followers 200]
+                                          [--hold 60] [--every 3]
+
+Needs PostgreSQL on 127.0.0.1:5432 (the database is created and dropped). Target: a
+promotion reaches every node in under 1 s plus transfer time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.fleet import Seeded, fresh_pg_database, registry_processes  # noqa: E402
+
+from registry.client import RegistryClient  # noqa: E402
+from runtime.follow import ChannelFollower  # noqa: E402
+from runtime.tiny import build_tiny_adapter, build_tiny_backbone  # noqa: E402
+from storage.manifest import manifest_of_path  # noqa: E402
+
+ORDER = ["plan", "write"]
+os.environ.setdefault("TQDM_DISABLE", "1")  # no weight-loading bars between the tables
+warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated")
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10, help="warm promotions per setup")
+    parser.add_argument("--cold", type=int, default=3, help="promotions of fresh versions")
+    parser.add_argument("--followers", type=int, default=200)
+    parser.add_argument("--hold", type=float, default=60.0, help="seconds followers are held")
+    parser.add_argument("--every", type=float, default=3.0, help="seconds between promotions")
+    parser.add_argument("--only", choices=["nodes", "followers"], default=None)
+    return parser.parse_args()
+
+
+def _wait(check: Callable[[], bool], timeout: float = 60.0) -> float:
+    """Seconds until `check()` holds (polled every millisecond)."""
+    start = time.perf_counter()
+    while not check():
+        if time.perf_counter() - start > timeout:
+            raise TimeoutError("the fleet did not converge")
+        time.sleep(0.001)
+    return time.perf_counter() - start
+
+
+@contextmanager
+def nodes(
+    count: int, world: Seeded, url: str, backbone: Path, tmp: Path
+) -> Iterator[list[ChannelFollower]]:
+    from runtime.engines.peft import PeftEngine
+
+    with ExitStack() as stack:
+        followers = []
+        for i in range(count):
+            token = world.admin.create_token(name=f"bench-node-{i}", role="node")["token"]
+            client = stack.enter_context(RegistryClient(url, token))
+            follower = ChannelFollower(
+                client, PeftEngine(backbone), "prod", f"bench-{count}-{i}", tmp / f"lib-{i}",
+                wait_s=30, heartbeat_s=10,
+            )  # fmt: skip
+            follower.start()
+            stack.callback(follower.stop)
+            followers.append(follower)
+        yield followers
+
+
+def time_promotions(
+    world: Seeded, followers: list[ChannelFollower], versions: Iterator[int]
+) -> list[float]:
+    times = []
+    for version in versions:
+        revision = world.promote("prod", {"write": version})
+        times.append(_wait(lambda r=revision: all(f.revision == r for f in followers)))
+    return times
+
+
+def _alternate(world: Seeded, versions: list[int], rounds: int) -> Iterator[int]:
+    """`rounds` versions of `write`, each different from the one the channel serves."""
+    current = world.admin.get_channel("prod")["library"]["write"]["adapter_id"]
+    others = itertools.cycle(versions)
+    for _ in range(rounds):
+        current = next(v for v in others if v != current)
+        yield current
+
+
+def part_nodes(args: argparse.Namespace, tmp: Path) -> list[tuple[str, list[float]]]:
+    backbone = build_tiny_backbone(tmp / "backbone")
+    adapters = [build_tiny_adapter(backbone, tmp / f"a{i}", seed=i + 1) for i in range(3)]
+    rows = []
+    for processes in (1, 2):
+        with (
+            fresh_pg_database("weact_bench") as database,
+            registry_processes(tmp / f"r{processes}", processes, database, str(tmp / "blobs"))
+            as servers,
+        ):  # fmt: skip
+            world = Seeded.create(servers[0], manifest_of_path(backbone).to_json(), ORDER)
+            plan = world.publish(adapters[0], "plan")["id"]
+            warm = [world.publish(adapters[i], "write")["id"] for i in (1, 2)]
+            world.promote("prod", {"plan": plan, "write": warm[0]})
+            for count in (1, 8):
+                with nodes(count, world, servers[-1].url, backbone, tmp / f"n{processes}") as f:
+                    time_promotions(world, f, _alternate(world, warm, 2))  # both pulled
+                    label = f"{processes} registry process(es), {count} node(s)"
+                    rounds = _alternate(world, warm, args.rounds)
+                    rows.append((f"{label}, warm", time_promotions(world, f, rounds)))
+                    fresh = (
+                        world.publish(
+                            build_tiny_adapter(backbone, tmp / f"c{processes}{count}{i}", 100 + i),
+                            "write",
+                        )["id"]
+                        for i in range(args.cold)
+                    )
+                    rows.append((f"{label}, cold", time_promotions(world, f, fresh)))
+            world.close()
+    return rows
+
+
+async def _follower(client: httpx.AsyncClient, start: int, until: float, out: dict) -> None:
+    """One follower: its own connection (the pool holds one per follower), long-polling."""
+    after = start
+    while time.perf_counter() < until:
+        wait = max(0.1, min(20.0, until - time.perf_counter()))
+        try:
+            response = await client.get("/v1/channels/prod", params={"after": after, "wait": wait})
+        except httpx.HTTPError as exc:
+            out["errors"].append(repr(exc))
+            await asyncio.sleep(0.5)
+            continue
+        if response.status_code == 304:
+            continue
+        if response.status_code != 200:
+            out["errors"].append(f"HTTP {response.status_code}")
+            continue
+        woken = time.perf_counter()
+        revision = int(response.json()["revision"])
+        out["seen"].extend((r, woken) for r in range(after + 1, revision + 1))
+        after = revision
+
+
+async def _promoter(world: Seeded, versions: list[int], every: float, until: float, promoted):
+    for version in _alternate(world, versions, 10**6):
+        await asyncio.sleep(every)
+        if time.perf_counter() + 1 > until:
+            return
+        revision = await asyncio.to_thread(world.promote, "prod", {"write": version})
+        promoted[revision] = time.perf_counter()
+
+
+async def _hold(
+    world: Seeded, urls: list[str], versions: list[int], followers: int, hold: float, every: float
+) -> dict:
+    token = world.tokens["reader"]
+    start = world.head("prod")
+    until = time.perf_counter() + hold
+    promoted: dict[int, float] = {}
+    out: dict = {"errors": [], "seen": []}
+    limits = httpx.Limits(max_connections=followers, max_keepalive_connections=followers)
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(
+                httpx.AsyncClient(
+                    base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60,
+                    limits=limits,
+                )
+            )
+            for url in urls
+        ]  # fmt: skip
+        tasks = [_follower(clients[i % len(clients)], start, until, out) for i in range(followers)]
+        await asyncio.gather(_promoter(world, versions, every, until, promoted), *tasks)
+    out["latencies"] = [woken - promoted[r] for r, woken in out["seen"] if r in promoted]
+    out["promotions"] = len(promoted)
+    return out
+
+
+def part_followers(args: argparse.Namespace, tmp: Path) -> list[tuple[str, dict]]:
+    from factories import backbone_manifest_json, write_adapter, write_backbone
+
+    rows = []
+    for processes in (1, 2):
+        with (
+            fresh_pg_database("weact_bench") as database,
+            registry_processes(tmp / f"h{processes}", processes, database, str(tmp / "hb"))
+            as servers,
+        ):  # fmt: skip
+            bb = backbone_manifest_json(write_backbone(tmp / f"hb{processes}"))
+            world = Seeded.create(servers[0], bb, ["write"])
+            versions = [
+                world.publish(write_adapter(tmp / f"w{processes}{i}", seed=i), "write")["id"]
+                for i in range(2)
+            ]
+            world.promote("prod", {"write": versions[0]})
+            urls = [s.url for s in servers]
+            label = f"{processes} registry process(es)"
+            for followers, hold in ((1, min(15.0, args.hold)), (args.followers, args.hold)):
+                result = asyncio.run(_hold(world, urls, versions, followers, hold, args.every))
+                rows.append((f"{label}, {followers} follower(s)", result))
+            world.close()
+    return rows
+
+
+def _ms(values: list[float]) -> str:
+    return f"{statistics.median(values) * 1e3:8.1f} {max(values) * 1e3:8.1f}"
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    args = _args()
+    sys.path.insert(0, str(ROOT / "tests" / "registry"))
+    print("machine shared and noisy while measured: read ratios, re-measure on a quiet one")
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.only != "followers":
+            _print_nodes(part_nodes(args, Path(tmp)))
+        if args.only != "nodes":
+            _print_followers(args, part_followers(args, Path(tmp)))
+
+
+def _print_nodes(rows: list[tuple[str, list[float]]]) -> None:
+    print("\npromote returned -> every node serves the new revision (ms)")
+    print(f"{'setup':48} {'median':>8} {'max':>8}  {'max vs 1 s':>10}")
+    for label, times in rows:
+        print(f"{label:48} {_ms(times)}  {max(times) / 1.0:10.2f}")
+
+
+def _print_followers(args: argparse.Namespace, rows: list[tuple[str, dict]]) -> None:
+    print(
+        f"\nlong-poll followers (1 as the baseline, held 15 s; {args.followers} held "
+        f"{args.hold:.0f} s), a promotion every {args.every:.0f} s: promote returned -> "
+        "follower answered (ms)"
+    )
+    print(f"{'setup':42} {'promotions':>10} {'wakes':>7} {'errors':>6} {'p50':>8} {'p99':>8}")
+    for label, r in rows:
+        lat = r["latencies"] or [float("nan")]
+        print(
+            f"{label:42} {r['promotions']:>10} {len(r['latencies']):>7} "
+            f"{len(r['errors']):>6} {_percentile(lat, 0.5) * 1e3:8.1f} "
+            f"{_percentile(lat, 0.99) * 1e3:8.1f}"
+        )
+        for error in r["errors"][:5]:
+            print("  error:", error)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""Channel notifications: long-polls woken across registry processes, and ended on shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from factories import backbone_manifest_json, write_adapter, write_backbone
+from sqlalchemy import create_engine, text
+from support.fleet import (
+    PostgresUnavailable,
+    Seeded,
+    fresh_pg_database,
+    registry_processes,
+)
+
+from cli.launcher import embedded_registry
+from registry.api.notify import ChannelNotifier
+
+# -- the in-process notifier -------------------------------------------------------------
+
+
+def test_a_wake_between_read_and_wait_is_not_lost() -> None:
+    async def main() -> float:
+        notifier = ChannelNotifier()
+        seen = notifier.generation
+        notifier.wake()  # lands after the waiter read the database, before it waits
+        start = time.monotonic()
+        await notifier.wait(30, since=seen)
+        return time.monotonic() - start
+
+    assert asyncio.run(main()) < 1
+
+
+def test_close_wakes_waiters_and_no_new_one_sleeps() -> None:
+    async def main() -> tuple[float, float]:
+        notifier = ChannelNotifier()
+        start = time.monotonic()
+        waiter = asyncio.ensure_future(notifier.wait(30))
+        await asyncio.sleep(0.05)
+        notifier.close()
+        await waiter
+        woken = time.monotonic() - start
+        start = time.monotonic()
+        await notifier.wait(30)
+        return woken, time.monotonic() - start
+
+    woken, later = asyncio.run(main())
+    assert woken < 1
+    assert later < 1
+
+
+def test_a_failing_publish_still_wakes_this_process() -> None:
+    async def main() -> int:
+        notifier = ChannelNotifier()
+
+        def broken() -> None:
+            raise OSError("bus down")
+
+        notifier.publish = broken
+        seen = notifier.generation
+        notifier.notify()
+        return notifier.generation - seen
+
+    assert asyncio.run(main()) == 1
+
+
+def test_waiters_share_one_load_until_the_next_wake() -> None:
+    async def main() -> tuple[list[int], list[int], int]:
+        notifier = ChannelNotifier()
+        loads = 0
+
+        async def load() -> int:
+            nonlocal loads
+            loads += 1
+            await asyncio.sleep(0.05)
+            return loads
+
+        first = await asyncio.gather(*(notifier.shared("prod", load) for _ in range(50)))
+        notifier.wake()
+        second = await asyncio.gather(*(notifier.shared("prod", load) for _ in range(50)))
+        return first, second, loads
+
+    first, second, loads = asyncio.run(main())
+    assert (set(first), set(second), loads) == ({1}, {2}, 2)
+
+
+def test_a_failed_load_is_not_shared_with_later_callers() -> None:
+    async def main() -> int:
+        notifier = ChannelNotifier()
+        calls = 0
+
+        async def load() -> int:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise LookupError("no channel yet")
+            return calls
+
+        with pytest.raises(LookupError):
+            await notifier.shared("prod", load)
+        return await notifier.shared("prod", load)
+
+    assert asyncio.run(main()) == 2
+
+
+# -- several registry processes on one PostgreSQL database --------------------------------
+
+
+@pytest.fixture(scope="module")
+def pg_database() -> Iterator[str]:
+    try:
+        with fresh_pg_database("weact_notify") as url:
+            yield url
+    except PostgresUnavailable as exc:
+        pytest.skip(f"PostgreSQL unavailable: {exc}")
+
+
+def poll_in_thread(url: str, token: str, after: int, wait: float) -> tuple[threading.Thread, list]:
+    out: list = []
+
+    def run() -> None:
+        start = time.monotonic()
+        response = httpx.get(
+            f"{url}/v1/channels/prod",
+            params={"after": after, "wait": wait},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=wait + 30,
+        )
+        out.append((response, time.monotonic() - start))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+@pytest.mark.postgres
+def test_a_promotion_on_one_process_wakes_long_polls_on_the_other(
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With database polling every 60 s, only LISTEN/NOTIFY can wake the other process."""
+    monkeypatch.setenv("WEACT_LONG_POLL_INTERVAL_S", "60")
+    backbone = write_backbone(tmp_path / "backbone")
+    directories = [write_adapter(tmp_path / f"write-{i}", seed=i) for i in range(3)]
+    with registry_processes(tmp_path, 2, pg_database, str(tmp_path / "blobs")) as (a, b):
+        world = Seeded.create(a, backbone_manifest_json(backbone), ["write"])
+        ids = [world.publish(d, "write")["id"] for d in directories]
+        first = world.promote("prod", {"write": ids[0]})
+        reader = world.tokens["reader"]
+
+        thread, out = poll_in_thread(b.url, reader, after=first, wait=50)
+        time.sleep(0.5)  # the poll is waiting on b
+        second = world.promote("prod", {"write": ids[1]})
+        thread.join(20)
+        ((response, _),) = out
+        assert response.status_code == 200
+        assert response.json()["revision"] == second
+
+        # the listener of b loses its connection: it reconnects and hears the next promotion
+        killer = create_engine(pg_database)
+        with killer.connect() as c:
+            killed = c.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND query LIKE 'LISTEN%'"
+                )
+            ).scalar()
+        killer.dispose()
+        assert killed == 2  # one listener per registry process
+        time.sleep(1.0)
+        thread, out = poll_in_thread(b.url, reader, after=second, wait=50)
+        time.sleep(0.5)
+        third = world.promote("prod", {"write": ids[2]})
+        thread.join(20)
+        ((response, _),) = out
+        assert response.status_code == 200
+        assert response.json()["revision"] == third
+        world.close()
+
+
+def test_stopping_the_registry_ends_open_long_polls_at_once(tmp_path: Path) -> None:
+    backbone = write_backbone(tmp_path / "backbone")
+    with embedded_registry(tmp_path) as server:
+        world = Seeded.create(server, backbone_manifest_json(backbone), ["write"])
+        adapter = world.publish(write_adapter(tmp_path / "write"), "write")
+        first = world.promote("prod", {"write": adapter["id"]})
+        polls = [poll_in_thread(server.url, world.tokens["reader"], first, 55) for _ in range(3)]
+        time.sleep(0.5)
+        start = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(timeout=30)
+        stopped = time.monotonic() - start
+        for thread, _ in polls:
+            thread.join(10)
+        world.close()
+    assert stopped < 10  # the polls wait 55 s; before, a stop waited for them
+    for _, out in polls:
+        ((response, _),) = out
+        assert response.status_code == 304
