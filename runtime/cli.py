@@ -221,6 +221,14 @@ def serve(host: str | None, port: int | None, token: str | None, **options: Any)
         if follower is not None:
             follower.stop()
             follower.client.close()
+        close_engine(engine)
+
+
+def close_engine(engine: Engine) -> None:
+    """Engines that run processes of their own (vLLM's engine core) stop them here."""
+    close = getattr(engine, "close", None)
+    if close is not None:
+        close()
 
 
 def check_library_source(options: dict[str, Any]) -> None:
@@ -270,8 +278,11 @@ def start_follower(engine: Engine, options: dict[str, Any]) -> Any:
 def run(task: str, as_json: bool, **options: Any) -> None:
     """Run one episode in-process and print its trajectory."""
     engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
-    policy, config, targets = episode_setup(engine, options)
-    episode = _run_episode(engine, policy, config, targets, task)
+    try:
+        policy, config, targets = episode_setup(engine, options)
+        episode = _run_episode(engine, policy, config, targets, task)
+    finally:
+        close_engine(engine)
     if as_json:
         click.echo(json.dumps(episode.to_json(), indent=2))
     else:
@@ -289,8 +300,11 @@ def mcp(**options: Any) -> None:
     from runtime.tools import build_mcp_server
 
     engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
-    policy, _, _ = episode_setup(engine, options)
-    build_mcp_server(EpisodeManager(engine, policy=policy), stdio=True).run("stdio")
+    try:
+        policy, _, _ = episode_setup(engine, options)
+        build_mcp_server(EpisodeManager(engine, policy=policy), stdio=True).run("stdio")
+    finally:
+        close_engine(engine)
 
 
 def _run_episode(engine: Engine, policy: Any, config: Any, targets: list[Any], task: str) -> Any:

@@ -15,6 +15,7 @@ Asynchronous callers (an evaluation runner driving many episodes from one event 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import gc
 import logging
 import queue
@@ -81,6 +82,7 @@ class VllmDriver:
         except BaseException:
             self._stop_loop()
             raise
+        atexit.register(self.close)  # never leave vLLM's engine core running without us
 
     @staticmethod
     async def _start(engine_args: dict[str, Any]) -> Any:
