@@ -87,14 +87,15 @@ def reference_logits(engine: Any, config: str | None, ids: Sequence[int]) -> Any
     """The reference engine's logits at every position of `ids` under `config` (one pass).
 
     The PeftEngine's own model with its LoRA hooks, the adapter selected by its version key
-    through the engine's shared holder (as its sessions do before each forward pass).
+    through the engine's shared holder (as its sessions do before each forward pass; the
+    tests use the reference engine from one thread, as bench_runtime does).
     """
     import torch
 
     from runtime.engines.peft import weight_key
 
     key = None if config is None else weight_key(engine.adapters[config])
-    with engine._forward_lock, torch.inference_mode():
+    with torch.inference_mode():
         engine.holder.name = key
         try:
             return engine.model(input_ids=torch.tensor([list(ids)])).logits[0].float()
