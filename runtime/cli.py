@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -215,6 +216,10 @@ def serve(host: str | None, port: int | None, token: str | None, **options: Any)
         host=host,
         max_episodes=settings.max_episodes,
     )
+    # uvicorn re-raises SIGTERM after its graceful shutdown: with the default handler the
+    # process would die right there, before the engine is closed (vLLM's engine core would
+    # outlive the node). Raising SystemExit instead runs the cleanup below.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         uvicorn.run(app, host=host, port=port if port is not None else settings.port)
     finally:
@@ -222,6 +227,10 @@ def serve(host: str | None, port: int | None, token: str | None, **options: Any)
             follower.stop()
             follower.client.close()
         close_engine(engine)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def close_engine(engine: Engine) -> None:
