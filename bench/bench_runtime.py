@@ -10,10 +10,20 @@ One run, side by side on the same model:
     prefetch  prefix caches plus prefetch of the next configurations while a tool call runs;
   each with 0.5 s external tool calls; their switch and rebuild shares of the episode time
   are printed beside the paper's (8.2 % adapter control, 2.8 % cache handling);
-- memory after 100 switches vs after 1.
+- memory after 100 switches vs after 1;
+- throughput: N shorter episodes (its first three phases, each with another question, no
+  tool latency) one after another vs all at once on one engine (threads; vLLM batches them,
+  the reference engine interleaves token by token).
 Adapters: random PEFT LoRAs (rank 8 on q, k, v, o) built here in a temp dir.
 
+`--engine vllm` runs the same episode on VllmEngine (vLLM's CPU build in ./.venv-vllm, or a
+CUDA build on a GPU node): switch cost, rebuild share and prefix-cache hits after switching
+back (vLLM's prefix cache plays the per-configuration caches; "full" re-prefill does not
+apply), and the same throughput comparison. The peft-only comparisons (forward vs peft,
+process memory) are skipped there: vLLM runs the model in its worker process.
+
     .venv/bin/python bench/bench_runtime.py
+    VLLM_LOGGING_LEVEL=WARNING .venv-vllm/bin/python bench/bench_runtime.py --engine vllm
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from runtime.chat import ASSISTANT_HEADER, IM_END, render_message, render_system, tool_schema  # noqa: E402
 from runtime.engine import AdapterSpec, GenerationResult  # noqa: E402
 from runtime.engines.peft import PeftEngine, PeftSession, weight_key  # noqa: E402
+from runtime.kvcache import cache_keyword  # noqa: E402
 from runtime.models import load_backbone, smollm2_dir  # noqa: E402
 
 CAPABILITIES = ("plan", "search", "write")
@@ -146,13 +158,25 @@ def tool_turn(content: str) -> str:
 class Episode:
     """Drives one session through SCHEDULE with the engine API directly."""
 
-    def __init__(self, engine: PeftEngine, mode: str) -> None:
+    def __init__(
+        self,
+        engine,
+        mode: str,
+        tool_latency_s: float = TOOL_LATENCY_S,
+        variant: int = 0,
+        schedule=SCHEDULE,
+    ) -> None:
         self.engine, self.tok = engine, engine.tokenizer
-        budget = 0 if mode == "full" else 512 * 2**20
-        engine.cache_budget_bytes = budget
+        if isinstance(engine, PeftEngine):
+            engine.cache_budget_bytes = 0 if mode == "full" else 512 * 2**20
         self.session: PeftSession = engine.new_session()
         self.run = Run(mode)
         self.doc = 0
+        self.tool_latency_s = tool_latency_s
+        # copies of the episode for the throughput figure ask different questions, so that
+        # they share only the system prompt (vLLM's prefix cache is global, not per episode)
+        self.question = QUESTION if not variant else f"Case {variant}. {QUESTION}"
+        self.schedule = schedule
 
     def add(self, text: str) -> None:
         self.session.append(encode(self.tok, text))
@@ -184,7 +208,7 @@ class Episode:
         if self.run.mode == "prefetch":
             for config in prefetch:
                 self.session.prefetch(config)
-        time.sleep(TOOL_LATENCY_S)
+        time.sleep(self.tool_latency_s)
         self.add(tool_turn(result) + ASSISTANT_HEADER)
 
     def phase(self, adapter: str, calls: int, next_adapter: str | None) -> None:
@@ -208,14 +232,14 @@ class Episode:
     def play(self) -> Run:
         start = time.perf_counter()
         self.add(render_system(None, TOOLS))
-        self.add(render_message({"role": "user", "content": QUESTION})[0] + ASSISTANT_HEADER)
-        for i, (adapter, calls) in enumerate(SCHEDULE):
-            nxt = SCHEDULE[i + 1][0] if i + 1 < len(SCHEDULE) else None
+        self.add(render_message({"role": "user", "content": self.question})[0] + ASSISTANT_HEADER)
+        for i, (adapter, calls) in enumerate(self.schedule):
+            nxt = self.schedule[i + 1][0] if i + 1 < len(self.schedule) else None
             self.phase(adapter, calls, nxt)
         self.gen()  # the final answer starts under the bare backbone
         self.run.episode_s = time.perf_counter() - start
         self.session.wait_prefetch()
-        self.run.prefetch_s = sum(p.seconds for p in self.session.prefetched)
+        self.run.prefetch_s = sum(p.seconds for p in getattr(self.session, "prefetched", ()))
         self.run.rebuilt_tokens = self.session.rebuilt_tokens
         self.history = len(self.session.history)
         self.session.close()
@@ -265,11 +289,12 @@ def forward_times(engine: PeftEngine, peft_model, ids: list[int]) -> dict[str, t
             raise SystemExit(f"ours and peft disagree ({diff}): the forward comparison is void")
         for label, model in (("ours", engine.model), ("peft", peft_model)):
             cache = DynamicCache(config=engine.model.config)
-            model(input_ids=x, cache=cache)
+            kw = cache_keyword(type(engine.model))  # `cache` or, before transformers 5.2x, not
+            model(input_ids=x, **{kw: cache})
             seq = cache.get_seq_length()
 
-            def decode(model=model, cache=cache, seq=seq):
-                model(input_ids=step, cache=cache)
+            def decode(model=model, cache=cache, seq=seq, kw=kw):
+                model(input_ids=step, **{kw: cache})
                 cache.crop(seq - cache.get_seq_length())
 
             out[label] = (median_s(lambda m=model: m(input_ids=x), 5), median_s(decode, 15))
@@ -312,6 +337,100 @@ def pct(part: float, whole: float, digits: int = 2) -> str:
     return f"{100 * part / whole:.{digits}f} %"
 
 
+def reset_shared_cache(engine) -> None:
+    """vLLM's prefix cache outlives episodes: empty it so that a run starts cold."""
+    if hasattr(engine, "driver"):
+        engine.driver.reset_prefix_cache()
+
+
+def play_episodes(engine, modes) -> tuple[list[Run], int]:
+    runs, history = [], 0
+    for mode in modes:
+        reset_shared_cache(engine)
+        ep = Episode(engine, mode)
+        runs.append(ep.play())
+        history = ep.history
+    return runs, history
+
+
+THROUGHPUT_SCHEDULE = SCHEDULE[:3]  # plan, search, plan: 6 switches, ~1,200 history tokens
+
+
+def throughput(engine, n: int) -> tuple[float, float, int, bool]:
+    """(sequential s, concurrent s, tokens generated, same tokens) for n episodes."""
+
+    def one(i: int) -> Run:
+        episode = Episode(engine, "prefix", 0.0, variant=i + 1, schedule=THROUGHPUT_SCHEDULE)
+        return episode.play()
+
+    reset_shared_cache(engine)
+    start = time.perf_counter()
+    serial = [one(i) for i in range(n)]
+    serial_s = time.perf_counter() - start
+    reset_shared_cache(engine)
+    start = time.perf_counter()
+    with ThreadPoolExecutor(n) as pool:
+        together = list(pool.map(one, range(n)))
+    together_s = time.perf_counter() - start
+    tokens = sum(len(r.tokens) for r in serial)
+    same = all(a.tokens == b.tokens for a, b in zip(serial, together, strict=True))
+    return serial_s, together_s, tokens, same
+
+
+def report_episodes(runs: list[Run], history: int) -> None:
+    print(
+        f"\n== episode: {runs[0].switches} switches, {history} history tokens, "
+        f"{len(SCHEDULE)} phases, tool calls {TOOL_LATENCY_S} s, {GEN_TOKENS}-token generations"
+    )
+    head = f"{'mode':8s} {'episode s':>9s} {'switch':>10s} {'rebuild s':>9s} {'rebuild':>8s}"
+    print(head + f" {'rebuilt':>7s} {'prefilled':>9s} {'cache hit':>9s} {'prefetch s':>10s}")
+    for r in runs:
+        crit = r.rebuild_s + r.wait_s
+        print(
+            f"{r.mode:8s} {r.episode_s:9.2f} {pct(r.switch_s, r.episode_s, 5):>10s} "
+            f"{crit:9.3f} {pct(crit, r.episode_s):>8s} {r.rebuilt_tokens:7d} {r.prefill_tokens:9d} "
+            f"{r.cache_hits:9d} {r.prefetch_s:10.3f}"
+        )
+    print(
+        f"paper     {'':9s} {PAPER['adapter control']:8.1f} % {'':9s} "
+        f"{PAPER['cache handling']:6.1f} %   (adapter control, cache handling)"
+    )
+    by_mode = {r.mode: r for r in runs}
+    prefix, pre = by_mode["prefix"], by_mode["prefetch"]
+    full = by_mode.get("full")
+    crit = pre.rebuild_s + pre.wait_s
+    if full is not None:
+        print(
+            "rebuild full re-prefill / prefix cache: "
+            f"{full.rebuild_s / max(prefix.rebuild_s, 1e-9):.1f}x in time, "
+            f"{full.rebuilt_tokens / max(prefix.rebuilt_tokens, 1):.1f}x in tokens re-processed"
+        )
+    print(
+        f"rebuild left on the critical path with prefetch: {crit:.3f} s "
+        f"(rebuild {pre.rebuild_s:.3f} s + wait {pre.wait_s:.3f} s; prefix cache without "
+        f"prefetch {prefix.rebuild_s:.3f} s)"
+    )
+    overlap = sum(calls for _, calls in SCHEDULE) * TOOL_LATENCY_S
+    print(
+        f"  (prefetch can hide at most the tool time, {overlap:.1f} s here; it spent "
+        f"{pre.prefetch_s:.3f} s building caches in the background)"
+    )
+    same = all(r.tokens == runs[0].tokens for r in runs)
+    print(f"generated tokens identical in the {len(runs)} modes: {same}")
+
+
+def report_throughput(engine_name: str, n: int, result: tuple[float, float, int, bool]) -> None:
+    serial_s, together_s, tokens, same = result
+    phases = ", ".join(a for a, _ in THROUGHPUT_SCHEDULE)
+    print(
+        f"\n== throughput, {engine_name}: {n} episodes ({phases}; different questions, no tool "
+        f"latency), {tokens} tokens generated"
+    )
+    print(f"sequential {serial_s:8.2f} s  {tokens / serial_s:7.1f} tok/s")
+    print(f"concurrent {together_s:8.2f} s  {tokens / together_s:7.1f} tok/s")
+    print(f"ratio sequential / concurrent {serial_s / together_s:.2f}x; same tokens: {same}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -321,6 +440,8 @@ def main() -> None:
         help="torch intra-op threads (1: stable on a shared 2-core box; OpenMP spins badly "
         "when oversubscribed)",
     )
+    parser.add_argument("--engine", choices=("peft", "vllm"), default="peft")
+    parser.add_argument("--episodes", type=int, default=8, help="for the throughput figure")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     logging.disable(logging.WARNING)
@@ -331,7 +452,34 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         peft_model, dirs = build_adapters(backbone, Path(tmp))
         specs = [AdapterSpec(n, str(dirs[n]), version=f"{n}@1") for n in CAPABILITIES]
-        engine = PeftEngine(backbone, specs)
+        if args.engine == "vllm":
+            del peft_model
+            bench_vllm(backbone, specs, args.episodes, t0)
+        else:
+            bench_peft(PeftEngine(backbone, specs), peft_model, args.episodes, t0)
+    print(f"\ntotal bench time {time.perf_counter() - t0:.1f} s")
+
+
+def bench_vllm(backbone: Path, specs: list[AdapterSpec], n: int, t0: float) -> None:
+    from runtime.engines.vllm import VllmEngine
+
+    options = {"dtype": "float32", "max_model_len": 4096, "block_size": 32}
+    with VllmEngine(backbone, specs, **options) as engine:
+        print(f"setup (SmolLM2, adapters, vLLM start): {time.perf_counter() - t0:.1f} s")
+        session = engine.new_session()
+        ours = median_s(lambda: (session.activate("plan"), session.deactivate()), 20_000) / 2
+        runs, history = play_episodes(engine, ("prefix", "prefetch"))
+        progress("episodes", t0)
+        result = throughput(engine, n)
+        progress("throughput", t0)
+        print("\n== switch (one activate or deactivate): the next request names another LoRA")
+        print(f"VllmSession               {ours * 1e6:10.3f} us")
+        report_episodes(runs, history)
+        report_throughput("VllmEngine", n, result)
+        print(f"max requests in flight at once: {engine.driver.max_in_flight}")
+
+
+def bench_peft(engine: PeftEngine, peft_model, n: int, t0: float) -> None:
     print(
         f"setup (convert/load SmolLM2, build adapters, load both): {time.perf_counter() - t0:.1f} s"
     )
@@ -343,12 +491,10 @@ def main() -> None:
     progress("forward", t0)
     mem = memory_after_switches(engine, ids)
     progress("memory", t0)
-    runs, episodes = [], []
-    for mode in ("full", "prefix", "prefetch"):
-        ep = Episode(engine, mode)
-        runs.append(ep.play())
-        episodes.append(ep)
-        progress(f"episode {mode}", t0)
+    runs, history = play_episodes(engine, ("full", "prefix", "prefetch"))
+    progress("episodes", t0)
+    result = throughput(engine, n)
+    progress("throughput", t0)
 
     print("\n== switch (one activate or deactivate)")
     print(f"ours (shared pointer)     {ours_sw * 1e6:10.3f} us")
@@ -369,44 +515,8 @@ def main() -> None:
     print(f"after 100 switches rss {r100:8.1f}  peak {h100:8.1f}")
     print(f"ratio 100 / 1      rss {r100 / r1:8.4f}  peak {h100 / h1:8.4f}")
 
-    hist = episodes[0].history
-    print(
-        f"\n== episode: {runs[0].switches} switches, {hist} history tokens, "
-        f"{len(SCHEDULE)} phases, tool calls {TOOL_LATENCY_S} s, {GEN_TOKENS}-token generations"
-    )
-    head = f"{'mode':8s} {'episode s':>9s} {'switch':>10s} {'rebuild s':>9s} {'rebuild':>8s}"
-    print(head + f" {'rebuilt':>7s} {'prefilled':>9s} {'cache hit':>9s} {'prefetch s':>10s}")
-    for r in runs:
-        crit = r.rebuild_s + r.wait_s
-        print(
-            f"{r.mode:8s} {r.episode_s:9.2f} {pct(r.switch_s, r.episode_s, 5):>10s} "
-            f"{crit:9.3f} {pct(crit, r.episode_s):>8s} {r.rebuilt_tokens:7d} {r.prefill_tokens:9d} "
-            f"{r.cache_hits:9d} {r.prefetch_s:10.3f}"
-        )
-    print(
-        f"paper     {'':9s} {PAPER['adapter control']:8.1f} % {'':9s} "
-        f"{PAPER['cache handling']:6.1f} %   (adapter control, cache handling)"
-    )
-    full, prefix, pre = runs
-    crit = pre.rebuild_s + pre.wait_s
-    print(
-        "rebuild full re-prefill / prefix cache: "
-        f"{full.rebuild_s / max(prefix.rebuild_s, 1e-9):.1f}x in time, "
-        f"{full.rebuilt_tokens / max(prefix.rebuilt_tokens, 1):.1f}x in tokens re-processed"
-    )
-    print(
-        f"rebuild left on the critical path with prefetch: {crit:.3f} s "
-        f"(rebuild {pre.rebuild_s:.3f} s + wait {pre.wait_s:.3f} s; "
-        f"{full.rebuild_s / max(crit, 1e-9):.1f}x less than full re-prefill)"
-    )
-    overlap = sum(calls for _, calls in SCHEDULE) * TOOL_LATENCY_S
-    print(
-        f"  (prefetch can hide at most the tool time, {overlap:.1f} s here; it spent "
-        f"{pre.prefetch_s:.3f} s building caches in the background)"
-    )
-    same = full.tokens == prefix.tokens == pre.tokens
-    print(f"generated tokens identical in the three modes: {same}")
-    print(f"\ntotal bench time {time.perf_counter() - t0:.1f} s")
+    report_episodes(runs, history)
+    report_throughput("PeftEngine", n, result)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,12 +34,19 @@ import click
 
 from registry.cli.errors import fail_cleanly
 from registry.cli.options import registry_url_option, token_option
-from runtime.engine import AdapterSpec, Engine
+from runtime.assemble import (
+    build_engine,
+    channel_client,
+    check_library_source,
+    close_engine,
+    episode_setup,
+    start_follower,
+)
+from runtime.engine import Engine
 from runtime.errors import RuntimeEngineError
 from runtime.settings import get_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
-SMOLLM2 = "smollm2"
 
 
 def parse_adapter(
@@ -140,51 +148,6 @@ runtime_errors = fail_cleanly(RuntimeEngineError)
 """Typed errors (the runtime's, the registry client's, storage's) -> one line, exit 1."""
 
 
-def build_engine(backbone: str, adapters: Sequence[tuple[str, Path]], kind: str) -> Engine:
-    from runtime.engines import engine_class
-    from runtime.tools import DEFAULT_DESCRIPTIONS
-
-    if backbone == SMOLLM2:
-        from runtime.models import smollm2_dir
-
-        backbone = str(smollm2_dir())
-    elif not Path(backbone).is_dir():
-        raise click.BadParameter(f"{backbone!r} is not a directory", param_hint="--backbone")
-    specs = [
-        AdapterSpec(name, str(path), description=DEFAULT_DESCRIPTIONS.get(name, ""))
-        for name, path in adapters
-    ]
-    try:
-        return engine_class(kind)(backbone, specs)  # type: ignore[no-any-return]
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--engine") from exc
-
-
-def episode_setup(engine: Engine, options: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
-    """(policy, agent config, external tool targets) from options and settings."""
-    from runtime.agent import AgentConfig
-    from runtime.policy import make_policy, parse_guesses
-
-    settings = get_settings()
-    kind = options["policy"] or settings.policy
-    order_text = options["order"] or (settings.order if kind == "hard" else None)
-    order = [s.strip() for s in order_text.split(",")] if order_text else None
-    if options["order"] is None and order is not None:
-        order = [n for n in order if n in engine.adapters]  # default order: what is loaded
-    guesses = parse_guesses(options["guesses"]) if options["guesses"] else None
-    policy = make_policy(kind, order, engine.adapters, guesses)
-    config = AgentConfig(
-        max_steps=options["max_steps"] or settings.max_steps,
-        max_new_tokens=options["max_new_tokens"] or settings.max_new_tokens,
-    )
-    targets: list[Any] = list(options["tool_servers"])
-    if options["kb"]:
-        from runtime.kb import serve_search_tool
-
-        targets.insert(0, serve_search_tool())
-    return policy, config, targets
-
-
 @click.group(name="runtime")
 def runtime() -> None:
     """Serve or run the WeAct runtime: resident adapters switched by load_lora/offload_lora."""
@@ -226,6 +189,11 @@ def serve(
     check_library_source(options)
     client = channel_client(options) if options["channel"] else None
     follower = None
+    engine: Engine | None = None
+    # uvicorn re-raises SIGTERM after its graceful shutdown: with the default handler the
+    # process would die right there, before the engine is closed (vLLM's engine core would
+    # outlive the node). Raising SystemExit instead runs the cleanup below.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
         if client is not None:
@@ -252,52 +220,12 @@ def serve(
             follower.stop()
         if client is not None:
             client.close()
+        if engine is not None:
+            close_engine(engine)
 
 
-def check_library_source(options: dict[str, Any]) -> None:
-    """Local adapters or a registry channel, not both; --registry only with --channel."""
-    if options["channel"] and options["adapters"]:
-        raise click.UsageError("--adapter and --channel (a registry's library) are exclusive")
-    source = click.get_current_context().get_parameter_source("registry")
-    if source is click.core.ParameterSource.COMMANDLINE and not options["channel"]:
-        raise click.UsageError("--registry and --channel go together")
-
-
-def channel_client(options: dict[str, Any]) -> Any:
-    """A client of the registry that holds `--channel`, checked before any model loads."""
-    from registry.client import RegistryClient
-
-    client = RegistryClient(options["registry"], options["registry_token"])
-    try:
-        client.get_channel(options["channel"])
-    except BaseException:
-        client.close()
-        raise
-    return client
-
-
-def start_follower(engine: Engine, client: Any, options: dict[str, Any]) -> Any:
-    """Serve the channel's current revision and follow it (a started ChannelFollower)."""
-    import socket
-
-    from runtime.follow import ChannelFollower
-
-    if not engine.follows_channels:
-        raise click.UsageError(f"engine {options['engine_kind']!r} cannot follow a channel")
-    channel = options["channel"]
-    dest = options["library_dir"] or Path.home() / ".cache" / "weact" / "library" / channel
-    node_id = options["node_id"] or socket.gethostname()
-    follower = ChannelFollower(
-        client,
-        engine,  # type: ignore[arg-type]
-        channel,
-        node_id,
-        dest,
-        wait_s=options["poll_wait"],
-        heartbeat_s=options["heartbeat"],
-    )
-    follower.start()
-    return follower
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 @runtime.command()
@@ -308,8 +236,11 @@ def start_follower(engine: Engine, client: Any, options: dict[str, Any]) -> Any:
 def run(task: str, as_json: bool, **options: Any) -> None:
     """Run one episode in-process and print its trajectory."""
     engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
-    policy, config, targets = episode_setup(engine, options)
-    episode = _run_episode(engine, policy, config, targets, task)
+    try:
+        policy, config, targets = episode_setup(engine, options)
+        episode = _run_episode(engine, policy, config, targets, task)
+    finally:
+        close_engine(engine)
     if as_json:
         click.echo(json.dumps(episode.to_json(), indent=2))
     else:
@@ -327,8 +258,11 @@ def mcp(**options: Any) -> None:
     from runtime.mcp_server import build_mcp_server
 
     engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
-    policy, _, _ = episode_setup(engine, options)
-    build_mcp_server(EpisodeManager(engine, policy=policy), stdio=True).run("stdio")
+    try:
+        policy, _, _ = episode_setup(engine, options)
+        build_mcp_server(EpisodeManager(engine, policy=policy), stdio=True).run("stdio")
+    finally:
+        close_engine(engine)
 
 
 def _run_episode(engine: Engine, policy: Any, config: Any, targets: list[Any], task: str) -> Any:

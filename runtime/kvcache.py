@@ -13,6 +13,8 @@ eviction never touches a cache that is being written.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import threading
 import time
 from collections import OrderedDict
@@ -66,6 +68,15 @@ class Extension:
     seconds: float
 
 
+@functools.cache
+def cache_keyword(model_class: type) -> str:
+    """The forward argument that takes the KV cache: `cache` in recent transformers 5.x,
+    `past_key_values` in older ones (5.19, which vLLM's CPU build pins). The wrong one is
+    silently swallowed by `**kwargs`, and every step then runs without its history."""
+    params = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
 def extend(model: Any, entry: CacheEntry, token_ids: Sequence[int]) -> Extension:
     """Feed `token_ids` after the entry's prefix; return the last position's logits.
 
@@ -77,8 +88,9 @@ def extend(model: Any, entry: CacheEntry, token_ids: Sequence[int]) -> Extension
         return Extension(None, 0, 0.0)
     start = time.perf_counter()
     ids = torch.tensor([list(token_ids)], dtype=torch.long, device=model.device)
+    kwargs = {cache_keyword(type(model)): entry.cache}
     with torch.inference_mode():
-        out = model(input_ids=ids, cache=entry.cache, use_cache=True, logits_to_keep=1)
+        out = model(input_ids=ids, use_cache=True, logits_to_keep=1, **kwargs)
     entry.length += len(token_ids)
     return Extension(out.logits[0, -1], len(token_ids), time.perf_counter() - start)
 

@@ -1,226 +1,304 @@
-"""vLLM engine: multi-LoRA serving with `LoRARequest`, in-process. UNTESTED ON CPU.
+"""vLLM engine: every adapter of the library resident as a LoRA, one `LoRARequest` per step.
 
-vLLM is CUDA-only (the `[vllm]` extra, in its own environment: it pins its own torch and
-transformers). Nothing here runs in this project's CPU test suite except the naming rules
-(`LoraNames`) and the lazy import; treat the engine as a skeleton to finish on a GPU node.
+Tested on vLLM's CPU build (`make test-vllm`, SmolLM2-135M); the same code serves a CUDA
+node. vLLM runs as an `AsyncLLM` (engine core in its own process) behind `VllmDriver`, so
+sessions on many threads are batched together.
 
-Adapter names: vLLM keys its prefix cache by the LoRA *name*, so reloading new weights under
-an old name can serve stale KV blocks (vLLM issues #30931, #42125). Every adapter is therefore
-registered under its version name (`write@7`), and a name is never reused for other weights:
-`LoraNames` refuses a second manifest root under a known name and never hands out an integer
-id twice. vLLM's automatic prefix caching, keyed by (LoRA, tokens), plays the part of the
-reference engine's per-configuration prefix caches; `prefetch` warms it with a 1-token request.
+Adapter names: vLLM keys its prefix cache by the LoRA (name, path), so reloading new weights
+under an old name can serve stale KV blocks (vLLM issues #30931, #42125). Every adapter is
+registered under its version name (`write@7`; without a version, `write@<root prefix>`), and
+`LoraNames` never lets a name refer to other weights nor hands out an integer id twice.
+
+Library: all versions in use are resident (`max_loras` slots, every one loaded before it is
+served). A session pins the library it started with: `swap_adapters` makes a revision the
+library of new sessions (new versions added through vLLM's add-LoRA API, a capability the
+revision drops is gone for new sessions) while open sessions keep theirs; `release_unused`
+then removes, through vLLM's remove-LoRA API, every version no open session uses. A batch
+of adapters is validated as a whole first (one AdapterLoadError naming every problem),
+against the backbone's safetensors headers, and only then loaded.
+
+Audit: vLLM keeps the weights in its worker process, which this process cannot read. The
+audit therefore recomputes the manifest roots of the files as loaded (backbone directory,
+each adapter's directory) and compares them with the roots expected at load, and its detail
+says so: a bit flipped in the worker's memory after loading is not visible here.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from runtime.engine import (
-    AdapterSpec,
-    AuditReport,
-    Config,
-    Engine,
-    EngineSession,
-    GenerationResult,
+from runtime.audit import audit_report
+from runtime.engine import AdapterSpec, AuditReport, Engine
+from runtime.engines.lora_fit import (
+    WEIGHTS_FILE,
+    adapter_problems,
+    adapter_rank,
+    backbone_shapes,
 )
-from runtime.errors import (
-    AdapterLoadError,
-    InvalidTokensError,
-    SessionClosedError,
-    UnknownAdapterError,
+from runtime.engines.vllm_driver import INSTALL_HINT, VllmDriver, import_vllm
+from runtime.engines.vllm_names import LoraName, LoraNames, Resident
+from runtime.engines.vllm_session import VllmSession
+from runtime.errors import AdapterLoadError, BackboneLoadError
+
+__all__ = ["INSTALL_HINT", "LoraName", "LoraNames", "Resident", "VllmEngine"]
+
+logger = logging.getLogger(__name__)
+
+CPU_KV_CACHE_BYTES = 512 * 2**20  # on CPU the KV cache is host RAM: a fixed, small share
+# vLLM's allowed max_lora_rank values. Its LoRA buffers are padded to that rank, so the
+# smallest one that fits the library is the default (8x less LoRA work than 64 at rank 8).
+LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+AUDIT_SCOPE = (
+    "vLLM: roots recomputed from the files as loaded (backbone directory, adapter "
+    "directories); the weights resident in vLLM's worker process cannot be read from here"
 )
-
-INSTALL_HINT = "VllmEngine needs vLLM on a CUDA machine: pip install 'weact[vllm]'"
-
-
-def _import_vllm() -> Any:
-    try:
-        import vllm
-    except ImportError as exc:
-        raise ImportError(INSTALL_HINT) from exc
-    return vllm
-
-
-@dataclass(frozen=True)
-class LoraName:
-    name: str  # "write@7": what vLLM sees and keys its prefix cache by
-    int_id: int  # vLLM's lora_int_id, unique for the engine's lifetime
-    root: str
-
-
-class LoraNames:
-    """Version names and integer ids for vLLM; a name never refers to two sets of weights."""
-
-    def __init__(self) -> None:
-        self._by_name: dict[str, LoraName] = {}
-        self._next_id = 1
-
-    def assign(self, spec: AdapterSpec, root: str) -> LoraName:
-        name = spec.version or f"{spec.name}@{root[:12]}"
-        known = self._by_name.get(name)
-        if known is not None:
-            if known.root != root:
-                raise AdapterLoadError(
-                    f"{name!r} already names weights {known.root}; new weights {root} need a "
-                    "new version name (vLLM would serve stale cached blocks otherwise)"
-                )
-            return known
-        entry = LoraName(name, self._next_id, root)
-        self._next_id += 1
-        self._by_name[name] = entry
-        return entry
 
 
 class VllmEngine(Engine):
-    """vLLM `LLM` with LoRA enabled; adapters addressed by version name. UNTESTED ON CPU."""
+    """vLLM with LoRA enabled; adapters addressed by version name, sessions batched."""
 
     def __init__(
         self,
-        backbone: str,
+        backbone: str | os.PathLike[str],
         adapters: Iterable[AdapterSpec] = (),
         *,
-        max_lora_rank: int = 64,
-        **llm_options: Any,
+        max_loras: int | None = None,
+        max_lora_rank: int | None = None,
+        tokenizer: Any = None,
+        backbone_root: str | None = None,
+        **engine_args: Any,
     ) -> None:
-        vllm = _import_vllm()
+        """`engine_args` go to vLLM's `AsyncEngineArgs` (dtype, max_model_len, block_size,
+        kv_cache_memory_bytes, ...). `max_loras` (default: twice the library, at least 4)
+        bounds the versions resident at once, old and new ones during a swap included;
+        `max_lora_rank` (default: the smallest vLLM rank that fits the initial library) is
+        the largest rank a later version may have."""
         from runtime.models import load_tokenizer
 
+        import_vllm()  # the install hint before anything else
         specs = list(adapters)
-        self._llm = vllm.LLM(
-            model=backbone,
-            enable_lora=True,
-            max_loras=max(1, len(specs)),
-            max_lora_rank=max_lora_rank,
-            enable_prefix_caching=True,
-            **llm_options,
-        )
-        self.tokenizer = load_tokenizer(backbone)
         self.backbone_dir = Path(backbone)
+        if not self.backbone_dir.is_dir() or not any(self.backbone_dir.glob("*.safetensors")):
+            raise BackboneLoadError(f"{backbone}: not a directory with *.safetensors weights")
+        self.max_loras = max_loras or max(4, 2 * len(specs))
+        self.max_lora_rank = max_lora_rank or _fitting_rank(specs)
+        self._shapes = backbone_shapes(self.backbone_dir)
+        self._expected_backbone = backbone_root
         self._names = LoraNames()
-        self._specs: dict[str, AdapterSpec] = {}
-        self._requests: dict[str, Any] = {}
-        self._roots: dict[str, str] = {}
-        self.add_adapters(specs)
+        self._resident: dict[str, Resident] = {}  # version name -> loaded adapter
+        self._library: dict[str, str] = {}  # capability -> version name, for new sessions
+        self._sessions: weakref.WeakSet[VllmSession] = weakref.WeakSet()
+        self._lock = threading.RLock()
+        self._check_batch(specs, replace=False)  # fail before the minute-long vLLM start
+        self.driver = VllmDriver(**self._engine_args(engine_args))
+        self.tokenizer = tokenizer or load_tokenizer(self.backbone_dir)
+        self.vocab_size = _vocab_size(self.backbone_dir)
+        try:
+            self.add_adapters(specs)
+        except BaseException:
+            self.close()
+            raise
 
+    def _engine_args(self, extra: Mapping[str, Any]) -> dict[str, Any]:
+        from vllm.platforms import current_platform
+
+        args: dict[str, Any] = {
+            "model": str(self.backbone_dir),
+            "enable_lora": True,
+            "max_loras": self.max_loras,
+            "max_cpu_loras": self.max_loras,
+            "max_lora_rank": self.max_lora_rank,
+            "enable_prefix_caching": True,
+        }
+        sized = {"kv_cache_memory_bytes", "gpu_memory_utilization"} & set(extra)
+        if current_platform.is_cpu() and not sized:
+            args["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
+        return {**args, **extra}
+
+    # -- library ---------------------------------------------------------------------------
     @property
     def adapters(self) -> Mapping[str, AdapterSpec]:
-        return dict(self._specs)
+        """The current library: capability -> spec (what new sessions get)."""
+        with self._lock:
+            return {cap: self._resident[key].spec for cap, key in self._library.items()}
 
-    def add_adapters(self, specs: Iterable[AdapterSpec]) -> None:
-        """Check every file's manifest first, then register LoRARequests for all."""
-        from vllm.lora.request import LoRARequest
+    @property
+    def resident(self) -> Mapping[str, Resident]:
+        """Every version loaded in vLLM, by version name (library and pinned by sessions)."""
+        with self._lock:
+            return dict(self._resident)
 
+    def library_snapshot(self) -> dict[str, Resident]:
+        """capability -> resident version, as a new session pins it."""
+        with self._lock:
+            return {cap: self._resident[key] for cap, key in self._library.items()}
+
+    def add_adapters(self, specs: Iterable[AdapterSpec], replace: bool = False) -> None:
+        """Validate every adapter (one AdapterLoadError for all problems), then load them.
+
+        Without `replace` the capabilities join the library (each name once); with it the
+        given specs become the whole library of new sessions (see `swap_adapters`).
+        """
+        specs = list(specs)
+        with self._lock:
+            roots = self._check_batch(specs, replace)
+            fresh = [
+                s for s in specs if self._names.name_of(s, roots[s.name]) not in self._resident
+            ]
+            self._load_all(fresh, roots)
+            keys = {s.name: self._names.name_of(s, roots[s.name]) for s in specs}
+            self._library = keys if replace else {**self._library, **keys}
+        logger.info("library: %s", ", ".join(sorted(self._library.values())) or "(empty)")
+
+    def swap_adapters(self, specs: Iterable[AdapterSpec]) -> None:
+        """Make `specs` (a revision's whole library) what new sessions get; open ones keep
+        theirs. New versions are loaded next to the old; a capability not in `specs` is no
+        longer offered. Atomic: on any problem nothing changes."""
+        self.add_adapters(specs, replace=True)
+
+    def release_unused(self) -> list[str]:
+        """Remove from vLLM every version that neither the library nor an open session uses."""
+        with self._lock:
+            used = set(self._library.values())
+            for session in list(self._sessions):
+                used.update(r.key for r in session.pinned.values())
+            unused = sorted(set(self._resident) - used)
+            for key in unused:
+                self.driver.remove_lora(self._resident.pop(key).lora.int_id)
+        if unused:
+            logger.info("removed from vLLM: %s", ", ".join(unused))
+        return unused
+
+    def _check_batch(self, specs: Sequence[AdapterSpec], replace: bool) -> dict[str, str]:
+        """capability -> file root for every spec; AdapterLoadError naming every problem."""
+        from storage.errors import StorageError
         from storage.manifest import manifest_of_file
 
-        specs, problems, roots = list(specs), [], {}
+        names = [s.name for s in specs]
+        taken = set() if replace else set(self._library)
+        problems = [
+            f"adapter name {n!r} is used twice"
+            for n in sorted({n for n in names if names.count(n) > 1 or n in taken})
+        ]
+        problems.extend(f"adapter name {n!r} is not valid" for n in names if not n)
+        roots: dict[str, str] = {}
         for spec in specs:
-            root = manifest_of_file(Path(spec.path) / "adapter_model.safetensors").root
-            if spec.manifest_root not in (None, root):
-                problems.append(f"{spec.name}: manifest root {root} != {spec.manifest_root}")
-            roots[spec.name] = root
+            local = adapter_problems(Path(spec.path), self._shapes, self.max_lora_rank)
+            try:
+                roots[spec.name] = root = manifest_of_file(Path(spec.path) / WEIGHTS_FILE).root
+            except (OSError, StorageError) as exc:
+                local.append(f"{WEIGHTS_FILE}: {exc}")
+                root = ""
+            if root and spec.manifest_root not in (None, root):
+                local.append(f"manifest root {root} != expected {spec.manifest_root}")
+            if root and (clash := self._names.check(spec, root)):
+                local.append(clash)
+            problems.extend(f"adapter {spec.name!r} ({spec.path}): {p}" for p in local)
+        problems.extend(self._capacity_problems(specs, roots))
         if problems:
             raise AdapterLoadError("; ".join(problems))
-        for spec in specs:
-            lora = self._names.assign(spec, roots[spec.name])
-            self._requests[spec.name] = LoRARequest(lora.name, lora.int_id, spec.path)
-            self._specs[spec.name] = spec
-            self._roots[spec.name] = roots[spec.name]
+        return roots
 
-    def request(self, config: Config) -> Any:
-        return None if config is None else self._requests[config]
+    def _capacity_problems(
+        self, specs: Sequence[AdapterSpec], roots: Mapping[str, str]
+    ) -> list[str]:
+        keys = {self._names.name_of(s, roots[s.name]) for s in specs if s.name in roots}
+        needed = len(set(self._resident) | keys)
+        if needed <= self.max_loras:
+            return []
+        return [
+            f"{needed} adapter versions would be resident, more than max_loras={self.max_loras}: "
+            "release unused versions first, or start the engine with a larger max_loras"
+        ]
 
-    def complete(
-        self, ids: Sequence[int], config: Config, max_tokens: int, stops: Sequence[int]
-    ) -> Any:
-        vllm = _import_vllm()
-        params = vllm.SamplingParams(temperature=0.0, max_tokens=max_tokens, stop_token_ids=stops)
-        prompt = vllm.inputs.TokensPrompt(prompt_token_ids=list(ids))
-        out = self._llm.generate([prompt], params, lora_request=self.request(config))
-        return out[0]
+    def _load_all(self, specs: Sequence[AdapterSpec], roots: Mapping[str, str]) -> None:
+        """Load each spec into vLLM; on a failure, unload this batch's and raise."""
+        from vllm.lora.request import LoRARequest
 
+        loaded: list[Resident] = []
+        try:
+            for spec in specs:
+                lora = self._names.assign(spec, roots[spec.name])
+                request = LoRARequest(lora.name, lora.int_id, str(Path(spec.path).resolve()))
+                if not self.driver.add_lora(request):
+                    raise AdapterLoadError(f"vLLM did not load {lora.name} from {spec.path}")
+                loaded.append(Resident(spec, lora, request))
+        except Exception as exc:
+            for resident in loaded:
+                self.driver.remove_lora(resident.lora.int_id)
+            if isinstance(exc, AdapterLoadError):
+                raise
+            raise AdapterLoadError(f"vLLM refused an adapter: {exc}") from exc
+        for resident in loaded:
+            self._resident[resident.key] = resident
+            logger.info("adapter %s resident as %s", resident.spec.name, resident.key)
+
+    # -- sessions --------------------------------------------------------------------------
     def new_session(self) -> VllmSession:
-        return VllmSession(self)
+        session = VllmSession(self)
+        with self._lock:
+            self._sessions.add(session)
+        return session
+
+    def forget(self, session: VllmSession) -> None:
+        with self._lock:
+            self._sessions.discard(session)
+
+    # -- audit -----------------------------------------------------------------------------
+    def backbone_expected_root(self) -> str:
+        if self._expected_backbone is None:
+            from storage.manifest import manifest_of_path
+
+            self._expected_backbone = manifest_of_path(self.backbone_dir).root
+        return self._expected_backbone
 
     def audit(self) -> AuditReport:
-        """Roots of the adapter files vLLM loaded. vLLM (V1) keeps weights in a worker
-        process, so resident memory is not read here: the report says so."""
+        """Roots of the files vLLM loaded, against the roots expected at load (see module
+        docstring for what this cannot see). Library adapters are named by capability,
+        versions pinned only by open sessions by version name."""
         from storage.manifest import manifest_of_file, manifest_of_path
 
-        roots = {
-            n: manifest_of_file(Path(s.path) / "adapter_model.safetensors").root
-            for n, s in self._specs.items()
+        expected_backbone = self.backbone_expected_root()
+        with self._lock:
+            label = {key: cap for cap, key in self._library.items()}
+            resident = {label.get(k, k): r for k, r in self._resident.items()}
+        adapters = {
+            n: manifest_of_file(Path(r.spec.path) / WEIGHTS_FILE).root for n, r in resident.items()
         }
-        bad = [n for n, r in roots.items() if r != self._roots[n]]
-        detail = "recomputed from files, not device memory (vLLM)"
-        if bad:
-            detail += f"; changed since load: {', '.join(bad)}"
-        return AuditReport(not bad, manifest_of_path(self.backbone_dir).root, roots, detail)
+        expected = {n: r.spec.manifest_root or r.lora.root for n, r in resident.items()}
+        backbone = manifest_of_path(self.backbone_dir).root
+        report = audit_report(backbone, expected_backbone, adapters, expected)
+        detail = "; ".join(filter(None, [report.detail, AUDIT_SCOPE]))
+        return AuditReport(report.ok, report.backbone_root, report.adapters, detail)
 
-
-class VllmSession(EngineSession):
-    """One episode on vLLM; the history is re-sent and vLLM's prefix cache reuses blocks."""
-
-    def __init__(self, engine: VllmEngine) -> None:
-        self._engine = engine
-        self._history: list[int] = []
-        self._closed = False
-
-    @property
-    def library(self) -> Mapping[str, AdapterSpec]:
-        return self._engine.adapters
-
-    @property
-    def history(self) -> Sequence[int]:
-        return tuple(self._history)
-
-    def append(self, token_ids: Sequence[int]) -> None:
-        self._check_open()
-        self._history.extend(token_ids)
-
-    def generate(
-        self,
-        max_new_tokens: int,
-        stop_ids: Sequence[int] = (),
-        on_token: Callable[[int], None] | None = None,
-    ) -> GenerationResult:
-        self._check_open()
-        if not self._history:
-            raise InvalidTokensError("the history is empty: append a prompt before generating")
-        start = time.perf_counter()
-        out = self._engine.complete(self._history, self._active, max_new_tokens, stop_ids)
-        seconds = time.perf_counter() - start
-        completion = out.outputs[0]
-        ids = tuple(completion.token_ids)
-        for token in ids:
-            self._history.append(token)
-            if on_token is not None:
-                on_token(token)
-        cached = int(getattr(out, "num_cached_tokens", 0) or 0)
-        prompt = len(out.prompt_token_ids)
-        finish = "stop" if completion.finish_reason == "stop" else "length"
-        return GenerationResult(
-            ids, completion.text, finish, prompt - cached, len(ids), 0.0, seconds, 0.0, cached
-        )
-
-    def prefetch(self, config: Config) -> None:
-        self._check_open()
-        if config is not None and config not in self._engine.adapters:
-            raise UnknownAdapterError(config, sorted(self._engine.adapters))
-        ids = list(self._history)
-        if ids:
-            threading.Thread(
-                target=self._engine.complete, args=(ids, config, 1, ()), daemon=True
-            ).start()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SessionClosedError("session is closed")
-
+    # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
-        self._closed = True
+        """Shut vLLM down (its engine core process exits). Idempotent."""
+        driver = self.__dict__.get("driver")
+        if driver is not None:
+            driver.close()
+
+    def __enter__(self) -> VllmEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _fitting_rank(specs: Sequence[AdapterSpec]) -> int:
+    needed = max((adapter_rank(Path(s.path)) for s in specs), default=0)
+    return next((r for r in LORA_RANKS if r >= needed), LORA_RANKS[-1])
+
+
+def _vocab_size(backbone_dir: Path) -> int:
+    try:
+        return int(json.loads((backbone_dir / "config.json").read_text())["vocab_size"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BackboneLoadError(f"{backbone_dir}/config.json: no vocab_size ({exc})") from exc

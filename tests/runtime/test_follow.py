@@ -178,6 +178,8 @@ def test_a_capability_dropped_from_the_revision_is_gone_for_new_episodes(
         fresh.activate("write")
     before.deactivate()
     before.activate("write")  # the open episode keeps its library
+    # the follower serves the revision first, then reports it in its heartbeat
+    eventually(lambda: registry.node_row("node-drop")["revision"] == dropped)
     row = registry.node_row("node-drop")
     assert (row["revision"], row["audit_ok"]) == (dropped, True)
     assert row["audit"]["adapters"].keys() == {"plan", "search", write_version}

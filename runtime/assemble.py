@@ -1,0 +1,118 @@
+"""Assembling a runtime node from the CLI's options: engine, policy, registry channel.
+
+The `weact runtime` commands (runtime/cli.py) parse options; these functions turn them into
+the running parts: the engine (`--backbone smollm2` is the packaged SmolLM2, converted once),
+the policy and agent settings, the registry client of `--channel` (asked before any model
+loads) and the ChannelFollower that keeps the node on that channel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from runtime.engine import AdapterSpec, Engine
+from runtime.settings import get_settings
+
+SMOLLM2 = "smollm2"
+
+
+def build_engine(backbone: str, adapters: Sequence[tuple[str, Path]], kind: str) -> Engine:
+    from runtime.engines import engine_class
+    from runtime.tools import DEFAULT_DESCRIPTIONS
+
+    if backbone == SMOLLM2:
+        from runtime.models import smollm2_dir
+
+        backbone = str(smollm2_dir())
+    elif not Path(backbone).is_dir():
+        raise click.BadParameter(f"{backbone!r} is not a directory", param_hint="--backbone")
+    specs = [
+        AdapterSpec(name, str(path), description=DEFAULT_DESCRIPTIONS.get(name, ""))
+        for name, path in adapters
+    ]
+    try:
+        return engine_class(kind)(backbone, specs)  # type: ignore[no-any-return]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--engine") from exc
+
+
+def episode_setup(engine: Engine, options: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
+    """(policy, agent config, external tool targets) from options and settings."""
+    from runtime.agent import AgentConfig
+    from runtime.policy import make_policy, parse_guesses
+
+    settings = get_settings()
+    kind = options["policy"] or settings.policy
+    order_text = options["order"] or (settings.order if kind == "hard" else None)
+    order = [s.strip() for s in order_text.split(",")] if order_text else None
+    if options["order"] is None and order is not None:
+        order = [n for n in order if n in engine.adapters]  # default order: what is loaded
+    guesses = parse_guesses(options["guesses"]) if options["guesses"] else None
+    policy = make_policy(kind, order, engine.adapters, guesses)
+    config = AgentConfig(
+        max_steps=options["max_steps"] or settings.max_steps,
+        max_new_tokens=options["max_new_tokens"] or settings.max_new_tokens,
+    )
+    targets: list[Any] = list(options["tool_servers"])
+    if options["kb"]:
+        from runtime.kb import serve_search_tool
+
+        targets.insert(0, serve_search_tool())
+    return policy, config, targets
+
+
+def close_engine(engine: Engine) -> None:
+    """Engines that run processes of their own (vLLM's engine core) stop them here."""
+    close = getattr(engine, "close", None)
+    if close is not None:
+        close()
+
+
+def check_library_source(options: dict[str, Any]) -> None:
+    """Local adapters or a registry channel, not both; --registry only with --channel."""
+    if options["channel"] and options["adapters"]:
+        raise click.UsageError("--adapter and --channel (a registry's library) are exclusive")
+    source = click.get_current_context().get_parameter_source("registry")
+    if source is click.core.ParameterSource.COMMANDLINE and not options["channel"]:
+        raise click.UsageError("--registry and --channel go together")
+
+
+def channel_client(options: dict[str, Any]) -> Any:
+    """A client of the registry that holds `--channel`, checked before any model loads."""
+    from registry.client import RegistryClient
+
+    client = RegistryClient(options["registry"], options["registry_token"])
+    try:
+        client.get_channel(options["channel"])
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def start_follower(engine: Engine, client: Any, options: dict[str, Any]) -> Any:
+    """Serve the channel's current revision and follow it (a started ChannelFollower)."""
+    import socket
+
+    from runtime.follow import ChannelFollower
+
+    if not engine.follows_channels:
+        raise click.UsageError(f"engine {options['engine_kind']!r} cannot follow a channel")
+    channel = options["channel"]
+    dest = options["library_dir"] or Path.home() / ".cache" / "weact" / "library" / channel
+    node_id = options["node_id"] or socket.gethostname()
+    follower = ChannelFollower(
+        client,
+        engine,  # type: ignore[arg-type]
+        channel,
+        node_id,
+        dest,
+        wait_s=options["poll_wait"],
+        heartbeat_s=options["heartbeat"],
+    )
+    follower.start()
+    return follower

@@ -1,0 +1,158 @@
+"""One episode on the vLLM engine: history, active adapter, and a pinned library.
+
+Each `generate` is one vLLM request: the whole token history as the prompt, the active
+adapter's `LoRARequest` (of the version the session pinned at its start), greedy decoding.
+vLLM's automatic prefix cache, keyed by (LoRA name and path, tokens) in blocks of
+`block_size` tokens, plays the part of the reference engine's per-configuration prefix
+caches: returning to an adapter re-processes only what came since its last request, and
+blocks of other weights are never reused, because every version has its own name.
+
+Counters per generate: `cache_hit` is vLLM's count of prompt tokens served from its prefix
+cache, `prefilled` the rest. `rebuild_s` is the share of prefill time spent re-processing
+history that this session had already run through the model under another configuration;
+vLLM does not time tokens separately, so it is the prefill time scaled by that share of the
+prefilled tokens. `prefetch(config)` sends a one-token request for the history under
+`config` so that vLLM caches its blocks while an external tool call runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
+from typing import TYPE_CHECKING, Any, Protocol
+
+from runtime.engine import Config, EngineSession, GenerationResult
+from runtime.engines.vllm_names import Resident
+from runtime.errors import InvalidTokensError, SessionClosedError, UnknownAdapterError
+
+if TYPE_CHECKING:
+    from runtime.engines.vllm_driver import VllmDriver
+
+logger = logging.getLogger(__name__)
+
+
+class VllmHost(Protocol):
+    """What a session needs of its engine (`VllmEngine`)."""
+
+    vocab_size: int
+    tokenizer: Any
+    driver: VllmDriver
+
+    def library_snapshot(self) -> dict[str, Resident]: ...
+
+    def forget(self, session: VllmSession) -> None: ...
+
+
+class VllmSession(EngineSession):
+    """One episode on a `VllmEngine`; the library is pinned when the session starts."""
+
+    def __init__(self, engine: VllmHost) -> None:
+        self._engine = engine
+        self.pinned: dict[str, Resident] = engine.library_snapshot()
+        self._history: list[int] = []
+        self._seen = 0  # history tokens that went through the model under any configuration
+        self.rebuilt_tokens = 0  # history tokens re-processed under other weights
+        self._prefetches: list[Future[Any]] = []
+        self.last_logprobs: tuple[dict[int, float], ...] = ()
+        self._guard = threading.Lock()
+        self._closed = False
+
+    @property
+    def library(self) -> Mapping[str, str]:
+        """capability -> version name, fixed for the episode."""
+        return {cap: r.key for cap, r in self.pinned.items()}
+
+    def lora_request(self, config: Config) -> Any:
+        """The `LoRARequest` this session uses for `config` (None: the bare backbone)."""
+        return None if config is None else self.pinned[config].request
+
+    # -- history -------------------------------------------------------------------------
+    @property
+    def history(self) -> Sequence[int]:
+        return tuple(self._history)
+
+    def append(self, token_ids: Sequence[int]) -> None:
+        self._check_open()
+        ids = list(token_ids)
+        vocab = self._engine.vocab_size
+        bad = [t for t in ids if type(t) is not int or not 0 <= t < vocab]
+        if bad:
+            raise InvalidTokensError(f"token ids outside the vocabulary [0, {vocab}): {bad[:5]}")
+        self._history.extend(ids)
+
+    # -- generation ----------------------------------------------------------------------
+    def generate(
+        self,
+        max_new_tokens: int,
+        stop_ids: Sequence[int] = (),
+        on_token: Callable[[int], None] | None = None,
+        logprobs: int | None = None,
+    ) -> GenerationResult:
+        """Greedy decode under the active configuration; the new tokens join the history.
+
+        `logprobs=k` also returns vLLM's top-k logprobs per position in `self.last_logprobs`.
+        """
+        self._check_open()
+        if max_new_tokens < 1:
+            raise InvalidTokensError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if not self._history:
+            raise InvalidTokensError("the history is empty: append a prompt before generating")
+        prompt = list(self._history)
+        done = self._engine.driver.generate(
+            prompt, self.lora_request(self._active), max_new_tokens, stop_ids, on_token, logprobs
+        )
+        self.last_logprobs = done.logprobs
+        self._history.extend(done.token_ids)
+        prefilled = done.prompt_tokens - done.cached_tokens
+        rebuilt = max(0, min(self._seen, done.prompt_tokens) - done.cached_tokens)
+        self.rebuilt_tokens += rebuilt
+        self._seen = max(self._seen, len(self._history) - 1)
+        rebuild_s = done.first_token_s * rebuilt / prefilled if prefilled else 0.0
+        text = self._text(done.token_ids)
+        return GenerationResult(
+            done.token_ids, text, done.finish_reason, prefilled, len(done.token_ids),
+            done.first_token_s, done.total_s - done.first_token_s, rebuild_s, done.cached_tokens,
+        )  # fmt: skip
+
+    def _text(self, ids: Sequence[int]) -> str:
+        tok = self._engine.tokenizer
+        return tok.decode(list(ids), skip_special_tokens=False) if tok is not None else ""
+
+    # -- prefetch ------------------------------------------------------------------------
+    def prefetch(self, config: Config) -> None:
+        """Warm vLLM's prefix cache with the history under `config` (returns at once)."""
+        self._check_open()
+        if config is not None and config not in self.pinned:
+            raise UnknownAdapterError(config, sorted(self.pinned))
+        if not self._history:
+            return
+        driver = self._engine.driver
+        coro = driver.agenerate(list(self._history), self.lora_request(config), 1)
+        future = driver.submit(coro)
+        future.add_done_callback(_log_failure)
+        with self._guard:
+            self._prefetches = [f for f in self._prefetches if not f.done()] + [future]
+
+    def wait_prefetch(self, timeout: float | None = None) -> None:
+        """Block until every started prefetch has finished (tests, benchmarks)."""
+        with self._guard:
+            pending = list(self._prefetches)
+        wait_futures(pending, timeout)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError("session is closed")
+
+    def close(self) -> None:
+        self._closed = True
+        self.wait_prefetch()
+        self._engine.forget(self)
+
+
+def _log_failure(future: Future[Any]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.warning("prefetch failed: %s", future.exception())
