@@ -23,7 +23,7 @@ import httpx
 import pytest
 from vllm_support import QUESTIONS, publish, wait_healthy
 
-from cli.demo import embedded_registry, free_port
+from cli.launcher import embedded_registry, free_port
 from registry.client import RegistryClient
 
 pytestmark = pytest.mark.vllm

@@ -125,11 +125,10 @@ def divergence(
 
 def publish(registry: Any, adapter_dir: Mapping[str, Path], backbone: Path) -> dict[str, Any]:
     """SmolLM2 and the adapters in a running `weact serve`; plan@1 + write@1 promoted to prod."""
-    from cli.demo import create_token_directly
     from registry.client import RegistryClient
     from storage.manifest import manifest_of_path
 
-    admin = RegistryClient(registry.url, create_token_directly(registry.database_url, "a", "admin"))
+    admin = RegistryClient(registry.url, registry.bootstrap_token("a", "admin"))
     alice = RegistryClient(
         registry.url, admin.create_token(name="alice", role="publisher")["token"]
     )
