@@ -15,13 +15,14 @@ from typing import Any
 from evals.runner import ItemResult
 from evals.scoring import METRICS
 from registry.client import RegistryClient
+from registry.client.records import Benchmark, Evaluation
 
 LIBRARY_SCOPE = "library"
 
 
-def suite_benchmarks(client: RegistryClient, suite_digest: str) -> list[dict[str, Any]]:
+def suite_benchmarks(client: RegistryClient, suite_digest: str) -> list[Benchmark]:
     """The latest version of every benchmark defined on this suite with a scored metric."""
-    latest: dict[str, dict[str, Any]] = {}
+    latest: dict[str, Benchmark] = {}
     for bench in client.list_benchmarks():
         if bench["dataset_digest"] != suite_digest or bench["metric"] not in METRICS:
             continue
@@ -38,7 +39,7 @@ def post_results(
     library_digest: str | None = None,
     adapters: Mapping[str, int] | None = None,
     provenance: Mapping[str, Any] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Evaluation]:
     """Post one evaluation per suite benchmark that the run can key; returns them."""
     posted = []
     for bench in suite_benchmarks(client, suite_digest):

@@ -35,7 +35,7 @@ def dataset_digest(suite: Path | None, digest: str | None) -> str:
     if digest is not None:
         return digest
     from evals.errors import SuiteError
-    from evals.suite import verified_manifest
+    from evals.manifest import verified_manifest
 
     try:
         return str(verified_manifest(Path(str(suite)))["digest"])

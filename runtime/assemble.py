@@ -107,7 +107,7 @@ def start_follower(engine: Engine, client: Any, options: dict[str, Any]) -> Any:
     node_id = options["node_id"] or socket.gethostname()
     follower = ChannelFollower(
         client,
-        engine,  # type: ignore[arg-type]
+        engine,
         channel,
         node_id,
         dest,

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -289,7 +289,7 @@ class EpisodeManager:
         self._bindings = {k: v for k, v in self._bindings.items() if v != episode_id}
         self.handles.forget_episode(episode_id)
 
-    def _closed(self, episodes: list[Episode]) -> None:
+    def _closed(self, episodes: Sequence[Episode]) -> None:
         for episode in episodes:
             _close(episode)
         if episodes and self.on_close is not None:

@@ -69,7 +69,7 @@ class Extension:
 
 
 @functools.cache
-def cache_keyword(model_class: type) -> str:
+def cache_keyword(model_class: Any) -> str:
     """The forward argument that takes the KV cache: `cache` in recent transformers 5.x,
     `past_key_values` in older ones (5.19, which vLLM's CPU build pins). The wrong one is
     silently swallowed by `**kwargs`, and every step then runs without its history."""
@@ -88,7 +88,7 @@ def extend(model: Any, entry: CacheEntry, token_ids: Sequence[int]) -> Extension
         return Extension(None, 0, 0.0)
     start = time.perf_counter()
     ids = torch.tensor([list(token_ids)], dtype=torch.long, device=model.device)
-    kwargs = {cache_keyword(type(model)): entry.cache}
+    kwargs = {cache_keyword(model.__class__): entry.cache}
     with torch.inference_mode():
         out = model(input_ids=ids, use_cache=True, logits_to_keep=1, **kwargs)
     entry.length += len(token_ids)

@@ -64,7 +64,7 @@ def build_mcp_server(episodes: EpisodeManager, *, stdio: bool = False) -> MCPSer
     from mcp.server.mcpserver import Context
     from pydantic import Field
 
-    class RuntimeMcpServer(MCPServer):  # type: ignore[type-arg]
+    class RuntimeMcpServer(MCPServer):
         async def list_tools(self) -> list[Any]:
             """load_lora describes the node's current library, not the one at start-up."""
             described = load_help(episodes.engine.adapters)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from runtime.chat import CHAT_TEMPLATE, IM_END, IM_START
 
@@ -26,7 +27,7 @@ _CORPUS = [
 ]
 
 
-def build_tokenizer(vocab_size: int = 384):  # -> PreTrainedTokenizerFast
+def build_tokenizer(vocab_size: int = 384) -> Any:  # a PreTrainedTokenizerFast
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -102,5 +103,5 @@ def build_tiny_adapter(
         for name, p in peft_model.named_parameters():
             if "lora_" in name:
                 p.normal_(0.0, 0.3)
-    peft_model.save_pretrained(path)
+    peft_model.save_pretrained(str(path))
     return Path(path)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from registry.client import RegistryClient
+from registry.client.records import Benchmark, Evaluation
 from registry.errors import NotFoundError
 from storage.digest import sha256_file
 from trainers.errors import NoSamplesError
@@ -33,7 +34,7 @@ def parse_benchmark(spec: str) -> tuple[str, int | None]:
     return name, int(version) if sep else None
 
 
-def find_benchmark(client: RegistryClient, name: str, version: int | None) -> dict[str, Any]:
+def find_benchmark(client: RegistryClient, name: str, version: int | None) -> Benchmark:
     """The named benchmark (its latest version unless one is given)."""
     found = [b for b in client.list_benchmarks() if b["name"] == name]
     if version is not None:
@@ -65,7 +66,7 @@ def post_nll(
     adapter_id: int | None = None,
     library_digest: str | None = None,
     dataset_digest: str | None = None,
-) -> dict[str, Any]:
+) -> Evaluation:
     """Post one evaluation of `benchmark` (NAME[@VERSION]) from masked-NLL scores."""
     name, version = parse_benchmark(benchmark)
     bench = find_benchmark(client, name, version)

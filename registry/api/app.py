@@ -81,6 +81,9 @@ def create_app(settings: Settings, *, database: Database | None = None) -> FastA
         notifier=ChannelNotifier(),
     )
     state.metrics.registry.register(FleetCollector(lambda: read_fleet(db)))
+    state.metrics.watch(
+        "weact_long_polls_waiting", "Channel long-polls open now.", lambda: state.notifier.waiting
+    )
     owns_db = database is None
     bus = channel_bus(db.engine, state.notifier)
 

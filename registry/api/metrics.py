@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -69,6 +69,10 @@ class Metrics:
             ["method", "route"],
             registry=self.registry,
         )
+
+    def watch(self, name: str, doc: str, read: Callable[[], float]) -> None:
+        """A gauge whose value is read from `read` at scrape time."""
+        Gauge(name, doc, registry=self.registry).set_function(read)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -140,6 +140,17 @@ def poll_in_thread(url: str, token: str, after: int, wait: float) -> tuple[threa
     return thread, out
 
 
+def wait_for_polls(url: str, count: int, timeout: float = 30) -> None:
+    """Until `count` long-polls are open in the server (its gauge), so a test acts on them."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = httpx.get(f"{url}/v1/metrics").text
+        if f"weact_long_polls_waiting {float(count)}" in text:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{count} long-polls never opened on {url}")
+
+
 @pytest.mark.postgres
 def test_a_promotion_on_one_process_wakes_long_polls_on_the_other(
     pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -155,7 +166,7 @@ def test_a_promotion_on_one_process_wakes_long_polls_on_the_other(
         reader = world.tokens["reader"]
 
         thread, out = poll_in_thread(b.url, reader, after=first, wait=50)
-        time.sleep(0.5)  # the poll is waiting on b
+        wait_for_polls(b.url, 1)  # the poll is waiting on b
         second = world.promote("prod", {"write": ids[1]})
         thread.join(20)
         ((response, _),) = out
@@ -175,7 +186,7 @@ def test_a_promotion_on_one_process_wakes_long_polls_on_the_other(
         assert killed == 2  # one listener per registry process
         time.sleep(1.0)
         thread, out = poll_in_thread(b.url, reader, after=second, wait=50)
-        time.sleep(0.5)
+        wait_for_polls(b.url, 1)
         third = world.promote("prod", {"write": ids[2]})
         thread.join(20)
         ((response, _),) = out
@@ -191,7 +202,7 @@ def test_stopping_the_registry_ends_open_long_polls_at_once(tmp_path: Path) -> N
         adapter = world.publish(write_adapter(tmp_path / "write"), "write")
         first = world.promote("prod", {"write": adapter["id"]})
         polls = [poll_in_thread(server.url, world.tokens["reader"], first, 55) for _ in range(3)]
-        time.sleep(0.5)
+        wait_for_polls(server.url, 3)
         start = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
         server.process.wait(timeout=30)
