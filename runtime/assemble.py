@@ -34,8 +34,15 @@ def build_engine(backbone: str, adapters: Sequence[tuple[str, Path]], kind: str)
         AdapterSpec(name, str(path), description=DEFAULT_DESCRIPTIONS.get(name, ""))
         for name, path in adapters
     ]
+    settings = get_settings()
+    options = {}
+    if kind == "vllm":
+        options = {
+            "max_loras": settings.vllm_max_loras,
+            "max_lora_rank": settings.vllm_max_lora_rank,
+        }
     try:
-        return engine_class(kind)(backbone, specs)  # type: ignore[no-any-return]
+        return engine_class(kind)(backbone, specs, **options)  # type: ignore[no-any-return]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--engine") from exc
 

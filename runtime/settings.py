@@ -24,6 +24,11 @@ class RuntimeSettings(BaseSettings):
     max_new_tokens: int = Field(default=256, gt=0)
     max_episodes: int = Field(default=64, gt=0)
     handle_idle_s: float = Field(default=900.0, gt=0)  # an unused MCP episode handle expires
+    # vLLM engine: LoRA slots (versions resident at once, old and new during a swap) and the
+    # largest rank a slot holds; unset, sized from the library given at start (a follower
+    # starts empty: 8 slots of rank 64)
+    vllm_max_loras: int | None = Field(default=None, gt=0)
+    vllm_max_lora_rank: int | None = Field(default=None, gt=0)
 
 
 @lru_cache(maxsize=1)

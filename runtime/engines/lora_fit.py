@@ -1,30 +1,31 @@
-"""Does a PEFT LoRA directory fit a backbone? Read from safetensors headers, no torch.
+"""PEFT LoRA directories checked against a backbone without torch, by `storage.lora`.
 
-An engine that does not hold the backbone in its own process (vLLM keeps it in a worker)
-still validates a batch of adapters before loading any: `adapter_problems` reads
-`adapter_config.json` and the header of `adapter_model.safetensors` and checks every
-`base_model.model.<module>.lora_A.weight` / `lora_B.weight` pair against the backbone's
-`<module>.weight` shape, the way the reference engine checks against its `nn.Linear`s.
-Every problem is returned, none raised, so a caller can report a whole batch at once.
-
-(The project is moving adapter-format parsing into a torch-free `storage` module; this one
-should call it once that lands.)
+`check_adapter_dir` reads ``adapter_config.json`` and the manifest of
+``adapter_model.safetensors`` and hands both to `storage.lora.check_adapter`, the one owner of
+the adapter format (the registry's fit check gives the same messages). Problems are appended
+to the caller's list, never raised, so that a whole batch of adapters is validated at once.
+The reference engine checks against its ``nn.Linear`` shapes; the vLLM engine, which keeps
+the backbone in a worker process, against the backbone's safetensors headers
+(`backbone_shapes`), and against its ``max_lora_rank`` (`adapter_problems`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from storage.errors import StorageError
-from storage.manifest import read_header, safetensors_files
+from storage.errors import AdapterFormatError, StorageError
+from storage.lora import CONFIG_FILE, MAX_CONFIG_BYTES, WEIGHTS_FILE, AdapterLayout, check_adapter
+from storage.manifest import manifest_of_file, read_header, safetensors_files
 
-CONFIG_FILE = "adapter_config.json"
-WEIGHTS_FILE = "adapter_model.safetensors"
-PEFT_PREFIX = "base_model.model."
-FLOAT_DTYPES = frozenset({"F16", "BF16", "F32", "F64"})
+__all__ = [
+    "CONFIG_FILE",
+    "WEIGHTS_FILE",
+    "adapter_problems",
+    "adapter_rank",
+    "backbone_shapes",
+    "check_adapter_dir",
+]
 
 Shapes = Mapping[str, tuple[int, ...]]
 
@@ -38,96 +39,47 @@ def backbone_shapes(backbone_dir: Path) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def read_config(path: Path, problems: list[str]) -> dict[str, Any]:
-    """The adapter's PEFT config, with what this runtime cannot serve added to `problems`."""
+def check_adapter_dir(
+    path: Path, shapes: Shapes | None, problems: list[str]
+) -> tuple[AdapterLayout | None, str]:
+    """(layout, weights manifest root) of the adapter at `path`; every problem appended.
+
+    Without `shapes` only the adapter itself is checked (its base shapes are implied)."""
+    config = manifest = None
     try:
-        cfg = json.loads((path / CONFIG_FILE).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        with open(path / CONFIG_FILE, "rb") as fh:
+            config = fh.read(MAX_CONFIG_BYTES + 1)  # the format check refuses a larger one
+    except OSError as exc:
         problems.append(f"{CONFIG_FILE}: {exc}")
-        return {}
-    if not isinstance(cfg, dict):
-        problems.append(f"{CONFIG_FILE}: not a JSON object")
-        return {}
-    if cfg.get("peft_type", "LORA") != "LORA":
-        problems.append(f"peft_type {cfg.get('peft_type')!r} is not LORA")
-    for key, ok in (("use_dora", False), ("fan_in_fan_out", False), ("bias", "none")):
-        if cfg.get(key, ok) not in (ok, None):
-            problems.append(f"{key}={cfg[key]!r} is not supported")
-    r, alpha = cfg.get("r"), cfg.get("lora_alpha")
-    if not isinstance(r, int) or isinstance(r, bool) or r <= 0:
-        problems.append(f"r must be a positive integer, got {r!r}")
-    if not isinstance(alpha, int | float) or isinstance(alpha, bool):
-        problems.append(f"lora_alpha must be a number, got {alpha!r}")
-    return cfg
-
-
-def _pattern(patterns: Mapping[str, Any] | None, module: str, default: Any) -> Any:
-    """peft's rank_pattern lookup: a key matches a module path suffix."""
-    for key, value in (patterns or {}).items():
-        if module == key or module.endswith("." + key):
-            return value
-    return default
-
-
-def _pairs(path: Path, problems: list[str]) -> dict[str, dict[str, tuple[int, ...]]]:
-    """module -> {"A": shape, "B": shape} from the weights file's header."""
     try:
-        tensors = read_header(path / WEIGHTS_FILE).tensors
+        manifest = manifest_of_file(path / WEIGHTS_FILE)
     except (OSError, StorageError) as exc:
         problems.append(f"{WEIGHTS_FILE}: {exc}")
-        return {}
-    pairs: dict[str, dict[str, tuple[int, ...]]] = {}
-    for info in tensors:
-        split = _split_key(info.name)
-        if split is None:
-            problems.append(f"unsupported tensor {info.name!r} (only lora_A/lora_B weights)")
-        elif info.dtype not in FLOAT_DTYPES:
-            problems.append(f"{info.name}: dtype {info.dtype} is not floating point")
-        else:
-            pairs.setdefault(split[0], {})[split[1]] = tuple(info.shape)
-    if not tensors:
-        problems.append("no LoRA tensors")
-    return pairs
-
-
-def _split_key(key: str) -> tuple[str, str] | None:
-    """`base_model.model.<module>.lora_A.weight` -> (module, "A"); None if not of that form."""
-    for part in ("A", "B"):
-        suffix = f".lora_{part}.weight"
-        if key.startswith(PEFT_PREFIX) and key.endswith(suffix):
-            return key[len(PEFT_PREFIX) : -len(suffix)], part
-    return None
+    root = manifest.root if manifest is not None else ""
+    if config is None or manifest is None:
+        return None, root
+    try:
+        return check_adapter(config, manifest, shapes), root
+    except AdapterFormatError as exc:
+        problems.extend(exc.problems)
+        return None, root
 
 
 def adapter_rank(path: Path) -> int:
-    """The largest rank of a (valid) adapter: `r` and every `rank_pattern` value."""
-    cfg = read_config(path, [])
-    ranks = [cfg.get("r"), *(cfg.get("rank_pattern") or {}).values()]
-    return max((r for r in ranks if isinstance(r, int) and not isinstance(r, bool)), default=0)
+    """The largest rank of the adapter's modules (0 when it does not check out)."""
+    layout, _ = check_adapter_dir(path, None, [])
+    return max((m.rank for m in layout.modules), default=0) if layout is not None else 0
 
 
 def adapter_problems(path: Path, backbone: Shapes, max_rank: int) -> list[str]:
-    """Everything that keeps the adapter at `path` from being served on `backbone`."""
+    """Everything that keeps the adapter at `path` from being served on `backbone` by an
+    engine whose LoRA slots hold ranks up to `max_rank`."""
     problems: list[str] = []
-    cfg = read_config(path, problems)
-    pairs = _pairs(path, problems)
-    if problems:
-        return problems
-    for module, pair in sorted(pairs.items()):
-        if set(pair) != {"A", "B"}:
-            problems.append(f"{module}: lora_A and lora_B must both be present")
-            continue
-        rank = int(_pattern(cfg.get("rank_pattern"), module, cfg["r"]))
-        if rank > max_rank:
-            problems.append(f"{module}: rank {rank} exceeds the engine's max_lora_rank {max_rank}")
-        base = backbone.get(f"{module}.weight")
-        if base is None or len(base) != 2:
-            problems.append(f"{module}: no linear weight of that name in the backbone")
-            continue
-        out_f, in_f = base
-        if pair["A"] != (rank, in_f) or pair["B"] != (out_f, rank):
-            problems.append(
-                f"{module}: lora_A {list(pair['A'])} / lora_B {list(pair['B'])} do not fit "
-                f"[{rank}, {in_f}] / [{out_f}, {rank}] (rank {rank}, base {[out_f, in_f]})"
-            )
+    layout, _ = check_adapter_dir(path, backbone, problems)
+    if layout is not None:
+        problems.extend(
+            f"{m.name}: rank {m.rank} exceeds the engine's max_lora_rank {max_rank}"
+            for m in layout.modules
+            if m.rank > max_rank
+        )
     return problems

@@ -55,6 +55,9 @@ CPU_KV_CACHE_BYTES = 512 * 2**20  # on CPU the KV cache is host RAM: a fixed, sm
 # vLLM's allowed max_lora_rank values. Its LoRA buffers are padded to that rank, so the
 # smallest one that fits the library is the default (8x less LoRA work than 64 at rank 8).
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+# started with no library (a node that follows a channel): slots and rank for what may come
+EMPTY_LIBRARY_LORAS = 8
+EMPTY_LIBRARY_RANK = 64
 AUDIT_SCOPE = (
     "vLLM: roots recomputed from the files as loaded (backbone directory, adapter "
     "directories); the weights resident in vLLM's worker process cannot be read from here"
@@ -63,6 +66,8 @@ AUDIT_SCOPE = (
 
 class VllmEngine(Engine):
     """vLLM with LoRA enabled; adapters addressed by version name, sessions batched."""
+
+    follows_channels = True
 
     def __init__(
         self,
@@ -79,7 +84,8 @@ class VllmEngine(Engine):
         kv_cache_memory_bytes, ...). `max_loras` (default: twice the library, at least 4)
         bounds the versions resident at once, old and new ones during a swap included;
         `max_lora_rank` (default: the smallest vLLM rank that fits the initial library) is
-        the largest rank a later version may have."""
+        the largest rank a later version may have. Started empty (a follower), the defaults
+        are 8 slots of rank 64."""
         from runtime.models import load_tokenizer
 
         import_vllm()  # the install hint before anything else
@@ -87,7 +93,7 @@ class VllmEngine(Engine):
         self.backbone_dir = Path(backbone)
         if not self.backbone_dir.is_dir() or not any(self.backbone_dir.glob("*.safetensors")):
             raise BackboneLoadError(f"{backbone}: not a directory with *.safetensors weights")
-        self.max_loras = max_loras or max(4, 2 * len(specs))
+        self.max_loras = max_loras or max(EMPTY_LIBRARY_LORAS if not specs else 4, 2 * len(specs))
         self.max_lora_rank = max_lora_rank or _fitting_rank(specs)
         self._shapes = backbone_shapes(self.backbone_dir)
         self._expected_backbone = backbone_root
@@ -156,6 +162,11 @@ class VllmEngine(Engine):
             keys = {s.name: self._names.name_of(s, roots[s.name]) for s in specs}
             self._library = keys if replace else {**self._library, **keys}
         logger.info("library: %s", ", ".join(sorted(self._library.values())) or "(empty)")
+
+    def set_library(self, specs: Iterable[AdapterSpec]) -> None:
+        """A followed channel's revision becomes the library of new sessions (see
+        `swap_adapters`); `release_unused` then removes what no open session uses."""
+        self.add_adapters(specs, replace=True)
 
     def swap_adapters(self, specs: Iterable[AdapterSpec]) -> None:
         """Make `specs` (a revision's whole library) what new sessions get; open ones keep
@@ -293,7 +304,9 @@ class VllmEngine(Engine):
 
 
 def _fitting_rank(specs: Sequence[AdapterSpec]) -> int:
-    needed = max((adapter_rank(Path(s.path)) for s in specs), default=0)
+    if not specs:  # a follower learns its ranks only after it starts
+        return EMPTY_LIBRARY_RANK
+    needed = max(adapter_rank(Path(s.path)) for s in specs)
     return next((r for r in LORA_RANKS if r >= needed), LORA_RANKS[-1])
 
 

@@ -250,6 +250,14 @@ def engine_verdict(engine: Any, name: str, path: Path) -> Verdict:
     return "refuse", tuple(p.removeprefix(prefix) for p in problems)
 
 
+def vllm_fit_verdict(backbone: Path, path: Path) -> Verdict:
+    """The vLLM engine's check (torch-free, against the backbone's safetensors headers)."""
+    from runtime.engines.lora_fit import adapter_problems, backbone_shapes
+
+    problems = adapter_problems(path, backbone_shapes(backbone), max_rank=512)
+    return ("refuse", tuple(problems)) if problems else ACCEPT
+
+
 def merge_verdict(path: Path, out: Path) -> Verdict:
     from trainers.errors import MergeError
     from trainers.merge import MergeSpec, merge_adapters
@@ -272,9 +280,10 @@ def test_registry_engine_and_merges_agree(
     verdicts = {
         "registry": registry.verdict(path),
         "engine": engine_verdict(engine, variant.name, path),
+        "vllm": vllm_fit_verdict(tiny[0], path),
         "merges": merge_verdict(path, tmp_path / "merged"),
     }
-    assert verdicts["registry"] == verdicts["engine"] == verdicts["merges"], verdicts
+    assert len(set(verdicts.values())) == 1, verdicts
     kind, problems = verdicts["registry"]
     if variant.expect is None:
         assert kind == "accept", problems

@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.engine import AdapterSpec
-from storage.errors import AdapterFormatError, StorageError
-from storage.lora import CONFIG_FILE, MAX_CONFIG_BYTES, WEIGHTS_FILE, AdapterLayout, check_adapter
-from storage.manifest import manifest_of_file
+from runtime.engines.lora_fit import CONFIG_FILE, WEIGHTS_FILE, check_adapter_dir
 
 __all__ = ["CONFIG_FILE", "WEIGHTS_FILE", "LoadedAdapter", "linear_shapes", "read_adapter"]
 
@@ -58,7 +56,7 @@ def read_adapter(
     """Read and validate one PEFT adapter directory; problems are appended, not raised."""
     path = Path(spec.path)
     local: list[str] = []
-    layout, root = _check(path, shapes, local)
+    layout, root = check_adapter_dir(path, shapes, local)
     if root and spec.manifest_root is not None and root != spec.manifest_root:
         local.append(f"manifest root {root} != expected {spec.manifest_root}")
     tensors = _load(path, local) if layout is not None and not local else {}
@@ -76,30 +74,6 @@ def read_adapter(
     }
     config = layout.config
     return LoadedAdapter(spec, config.r, config.alpha, root, tensors, modules)
-
-
-def _check(
-    path: Path, shapes: Mapping[str, tuple[int, int]], problems: list[str]
-) -> tuple[AdapterLayout | None, str]:
-    """(layout, weights manifest root) from the files; every problem appended."""
-    config = manifest = None
-    try:
-        with open(path / CONFIG_FILE, "rb") as fh:
-            config = fh.read(MAX_CONFIG_BYTES + 1)  # the format check refuses a larger one
-    except OSError as exc:
-        problems.append(f"{CONFIG_FILE}: {exc}")
-    try:
-        manifest = manifest_of_file(path / WEIGHTS_FILE)
-    except (OSError, StorageError) as exc:
-        problems.append(f"{WEIGHTS_FILE}: {exc}")
-    root = manifest.root if manifest is not None else ""
-    if config is None or manifest is None:
-        return None, root
-    try:
-        return check_adapter(config, manifest, shapes), root
-    except AdapterFormatError as exc:
-        problems.extend(exc.problems)
-        return None, root
 
 
 def _load(path: Path, problems: list[str]) -> dict[str, Any]:
