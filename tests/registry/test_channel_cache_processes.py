@@ -7,7 +7,10 @@ The client sends the highest revision it has seen, so it never reads an older on
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +23,7 @@ from support.fleet import PostgresUnavailable, Seeded, fresh_pg_database, regist
 from cli.launcher import embedded_registry
 from registry.client import RegistryClient
 
-ROUNDS = 40
+ROUNDS = 25
 
 
 @pytest.fixture
@@ -104,7 +107,7 @@ def test_sqlite_workers_serve_reads_and_take_writes_one_at_a_time(tmp_path: Path
     backbone = backbone_manifest_json(write_backbone(tmp_path / "backbone"))
     with embedded_registry(tmp_path, workers=2) as server:
         world = Seeded.create(server, backbone, ["write"])
-        ids = _publish(world, tmp_path, 9)
+        ids = _publish(world, tmp_path, 6)
         first = world.promote("prod", {"write": ids[0]})
         reader = _one_connection_per_request(server.url, world.tokens["reader"])
         reader.seen = world.approver.seen
@@ -131,4 +134,44 @@ def test_sqlite_workers_serve_reads_and_take_writes_one_at_a_time(tmp_path: Path
             assert_consistent(api)
         for client in approvers:
             client.close()
+
+        # long-polls on any worker wake on a promotion through any worker (interval poll)
+        for i in range(2):
+            (thread, out) = _long_poll(server.url, world.tokens["reader"], numbers[-1] + i, 30)
+            time.sleep(0.3)
+            promoted = world.promote("prod", {"write": ids[i]})
+            thread.join(30)
+            ((response, waited),) = out
+            assert (response.status_code, response.json()["revision"]) == (200, promoted)
+            assert waited < 10
+        # a stop ends the open long-polls of every worker at once
+        polls = [_long_poll(server.url, world.tokens["reader"], promoted, 55) for _ in range(4)]
+        time.sleep(0.5)
+        start = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(timeout=30)
+        assert time.monotonic() - start < 15
+        for thread, out in polls:
+            thread.join(10)
+            ((response, _),) = out
+            assert response.status_code == 304
         world.close()
+
+
+def _long_poll(url: str, token: str, after: int, wait: float) -> tuple[threading.Thread, list]:
+    """A long-poll on a connection of its own (any worker may take it), in a thread."""
+    out: list = []
+
+    def run() -> None:
+        start = time.monotonic()
+        response = httpx.get(
+            f"{url}/v1/channels/prod",
+            params={"after": after, "wait": wait},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=wait + 30,
+        )
+        out.append((response, time.monotonic() - start))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
