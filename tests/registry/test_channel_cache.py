@@ -117,3 +117,38 @@ def test_cache_off_still_serves(tmp_path: Path, sqlite_template: Path) -> None:
         assert _head(world, **{"If-None-Match": '"prod:1"'}).status_code == 304
     finally:
         next(harness, None)
+
+
+def test_the_client_remembers_what_it_saw(world: World) -> None:
+    from registry.client import RegistryClient
+
+    api = world.api
+    plan, write = world.approved("plan", 1), world.approved("write", 2)
+    sent: list[httpx.Request] = []
+
+    class Recording(httpx.BaseTransport):  # into the in-process app, keeping each request
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            sent.append(request)
+            answer = api.client.request(
+                request.method, str(request.url), headers=request.headers, content=request.read()
+            )
+            return httpx.Response(
+                answer.status_code, headers=answer.headers, content=answer.content
+            )
+
+    client = RegistryClient("http://testserver", api.tokens["approver"], transport=Recording())
+    promoted = client.promote("prod", {"plan": plan["id"]}, backbone=world.backbone)
+    assert client.seen.highest("prod") == 1
+    first = client.get_channel("prod")
+    assert first == promoted["revision"]
+    assert sent[-1].headers["x-weact-min-revision"] == "1"
+    again = client.get_channel("prod")  # answered 304: the remembered revision
+    assert sent[-1].headers["if-none-match"] == '"prod:1"'
+    assert again == first
+    client.promote("prod", {"write": write["id"]})
+    client.revoke(plan["id"])
+    assert client.seen.highest("prod") == 3  # from the revoke's X-Weact-Channel-Revisions
+    head = client.get_channel("prod")
+    assert (head["revision"], set(head["library"])) == (3, {"write"})
+    assert [r["revision"] for r in client.list_channels()] == [3]
+    client.close()

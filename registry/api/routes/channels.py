@@ -35,7 +35,9 @@ def _head_response(head: ChannelHead, if_none_match: str | None) -> Response:
 async def _head(state: StateDep, name: str, seen: int) -> ChannelHead:
     """From memory unless it may be stale or older than `seen`; else the database."""
     cached = state.channels.cached(name, seen)
-    return cached or await run_in_threadpool(state.channels.read, name)
+    if cached is not None:
+        return cached
+    return await run_in_threadpool(state.channels.read, name)
 
 
 def _head_number(state: StateDep, name: str) -> int:
