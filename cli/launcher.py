@@ -65,10 +65,16 @@ def embedded_registry(
     database_url: str | None = None,
     store_url: str | None = None,
     timeout: float = 60.0,
+    workers: int | None = 1,
 ) -> Iterator[EmbeddedRegistry]:
-    """Run `weact serve` on a free port in `workdir` until the block exits."""
+    """Run `weact serve` on a free port in `workdir` until the block exits.
+
+    One server process unless `workers` says otherwise (None: `weact serve`'s default).
+    """
     port = free_port()
     argv = weact_command() + ["serve", "--port", str(port), "--log-level", "warning"]
+    if workers is not None:
+        argv += ["--workers", str(workers)]
     if database_url is None:
         database_url = f"sqlite:///{workdir / '.weact' / 'registry.db'}"
     else:

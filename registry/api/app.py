@@ -15,6 +15,7 @@ from fastapi import APIRouter, FastAPI
 from registry.api.deps import AppState
 from registry.api.errors import install_error_handlers
 from registry.api.fleet_metrics import FleetCollector
+from registry.api.freshness import change_stamp
 from registry.api.metrics import Metrics, MetricsMiddleware
 from registry.api.middleware import BodyLimitMiddleware, InternalErrorMiddleware
 from registry.api.notify import ChannelNotifier
@@ -31,10 +32,12 @@ from registry.api.routes import (
     nodes,
     tokens,
 )
+from registry.api.schemas import RevisionPublic
 from registry.db.migrate import check_current
 from registry.db.session import Database
-from registry.domain import NodeStatus, RegistryStats
+from registry.domain import NodeStatus, RegistryStats, Revision
 from registry.services.fleet import fleet_status
+from registry.services.reads import ChannelReads, TokenReads
 from registry.services.stats import registry_stats
 from registry.settings import Settings
 from registry.web import install_web
@@ -65,6 +68,11 @@ def read_fleet(db: Database) -> list[NodeStatus]:
         return fleet_status(session=session)
 
 
+def render_revision(revision: Revision) -> bytes:
+    """The JSON body of a channel read, as the route's response model writes it."""
+    return RevisionPublic.model_validate(revision).model_dump_json().encode()
+
+
 def create_app(settings: Settings, *, database: Database | None = None) -> FastAPI:
     """The registry app over ``settings`` (an existing ``Database`` may be shared)."""
     db = database or Database(settings.database_url)
@@ -73,12 +81,16 @@ def create_app(settings: Settings, *, database: Database | None = None) -> FastA
         with db.read() as session:
             return registry_stats(session=session)
 
+    notifier = ChannelNotifier()
+    stamp, release_stamp = change_stamp(db, notifier)
     state = AppState(
         settings=settings,
         db=db,
         store=open_blob_store(settings),
         metrics=Metrics(read_stats),
-        notifier=ChannelNotifier(),
+        notifier=notifier,
+        channels=ChannelReads(db, stamp, render_revision, settings.channel_cache_ttl_s),
+        tokens=TokenReads(db, stamp, settings.token_cache_ttl_s),
     )
     state.metrics.registry.register(FleetCollector(lambda: read_fleet(db)))
     state.metrics.watch(
@@ -96,6 +108,7 @@ def create_app(settings: Settings, *, database: Database | None = None) -> FastA
         state.notifier.close()
         if bus is not None:
             bus.stop()
+        release_stamp()
         if owns_db:
             state.db.dispose()
 

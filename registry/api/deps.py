@@ -8,13 +8,14 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from registry.api.metrics import Metrics
 from registry.api.notify import ChannelNotifier
 from registry.auth import Permission, authorize
 from registry.db.session import Database
 from registry.domain import Principal
-from registry.services.tokens import authenticate
+from registry.services.reads import ChannelReads, TokenReads
 from registry.settings import Settings
 from storage import BlobStore
 
@@ -26,6 +27,8 @@ class AppState:
     store: BlobStore
     metrics: Metrics
     notifier: ChannelNotifier
+    channels: ChannelReads
+    tokens: TokenReads
 
 
 async def get_state(request: Request) -> AppState:
@@ -39,13 +42,16 @@ StateDep = Annotated[AppState, Depends(get_state)]
 _bearer = HTTPBearer(auto_error=False, description="A token from `weact token create`.")
 
 
-def get_principal(
+async def get_principal(
     state: StateDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
+    """From memory when this token was seen lately (`TokenReads`), else the database."""
     token = credentials.credentials if credentials is not None else None
-    with state.db.read() as session:
-        return authenticate(session=session, token=token)
+    principal = state.tokens.cached(token)
+    if principal is not None:
+        return principal
+    return await run_in_threadpool(state.tokens.authenticate, token)
 
 
 def require(permission: Permission) -> Callable[[Principal], Awaitable[Principal]]:

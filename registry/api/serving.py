@@ -1,31 +1,78 @@
-"""Runs the registry app under uvicorn, ending open long-polls as soon as a stop begins.
+"""Runs the registry app under uvicorn, in one process or in `workers` processes, ending
+open long-polls as soon as a stop begins.
 
 uvicorn's graceful shutdown waits for every open request before the app's lifespan ends,
 so a long-poll (up to `long_poll_max_s`) would hold a stop for that long. `RegistryServer`
 closes the app's `ChannelNotifier` first: every long-poll answers 304 at once and its
 connection closes, then uvicorn shuts down as usual.
 
+With `workers > 1`, uvicorn's supervisor starts that many processes on one listening socket;
+each builds its own app from the `WEACT_*` environment (`app_from_environment`), with its own
+caches, notifier and (on PostgreSQL) LISTEN connection, so a promotion through any worker
+wakes the long-polls and invalidates the channel caches of all of them. On SQLite the
+workers share the file: writes stay one at a time (`BEGIN IMMEDIATE`, busy timeout) and
+the others notice commits through `PRAGMA data_version` and their long-poll interval.
+
     serve_registry(create_app(settings), host="127.0.0.1", port=8000)
+    serve_workers(4, host="127.0.0.1", port=8000)  # settings from the environment
 """
 
 from __future__ import annotations
 
+import os
 import socket
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
 from registry.api.notify import ChannelNotifier
 
+APP_FACTORY = "registry.api.serving:app_from_environment"
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one worker: settings from `WEACT_*` (set by `weact serve`)."""
+    from registry.api.app import create_app
+    from registry.settings import Settings
+
+    return create_app(Settings())
+
+
+def find_notifier(app: Any) -> ChannelNotifier | None:
+    """The notifier of the registry app inside uvicorn's middleware wrappers."""
+    while app is not None:
+        state = getattr(getattr(app, "state", None), "weact", None)
+        if state is not None:
+            notifier: ChannelNotifier = state.notifier
+            return notifier
+        app = getattr(app, "app", None)
+    return None
+
 
 class RegistryServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, notifier: ChannelNotifier) -> None:
-        super().__init__(config)
-        self.notifier = notifier
-
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        self.notifier.close()
+        notifier = find_notifier(self.config.loaded_app)
+        if notifier is not None:
+            notifier.close()
         await super().shutdown(sockets)
+
+
+class _RegistryProcess(Process):
+    @property
+    def server(self) -> uvicorn.Server:
+        if self._server is None:
+            self._server = RegistryServer(config=self.config)
+        return self._server
+
+
+class _RegistryWorkers(Multiprocess):
+    def init_processes(self) -> None:
+        for _ in range(self.processes_num):
+            process = _RegistryProcess(self.config, self.sockets)
+            process.start()
+            self.processes.append(process)
 
 
 # Longer than the idle timeout of common load balancers (60 s) and than a long-poll's gap:
@@ -34,9 +81,30 @@ class RegistryServer(uvicorn.Server):
 KEEP_ALIVE_S = 75
 
 
+def default_workers(database_url: str) -> int:
+    """The core count on PostgreSQL; 1 on SQLite (one writer; more may be asked for)."""
+    if database_url.startswith("sqlite"):
+        return 1
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+
+
 def serve_registry(app: FastAPI, *, host: str, port: int, log_level: str = "info") -> None:
     """Serve `app` (from `registry.api.app.create_app`) until SIGINT/SIGTERM."""
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, timeout_keep_alive=KEEP_ALIVE_S
     )
-    RegistryServer(config, app.state.weact.notifier).run()
+    RegistryServer(config).run()
+
+
+def serve_workers(workers: int, *, host: str, port: int, log_level: str = "info") -> None:
+    """Serve `workers` processes of `app_from_environment` until SIGINT/SIGTERM."""
+    config = uvicorn.Config(
+        APP_FACTORY,
+        factory=True,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        workers=workers,
+    )
+    _RegistryWorkers(config, sockets=[config.bind_socket()]).run()

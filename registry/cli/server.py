@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -76,6 +77,13 @@ def _settings(**overrides: str | None) -> Any:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--log-level", default="info", show_default=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Server processes on the one port (default: the core count on PostgreSQL, 1 on "
+    "SQLite, where more serve reads in parallel while writes stay one at a time).",
+)
 @fail_cleanly()
 @database_errors
 def serve(
@@ -85,10 +93,11 @@ def serve(
     host: str,
     port: int,
     log_level: str,
+    workers: int | None,
 ) -> None:
     """Migrate the database to head, then serve the registry API."""
     from registry.api.app import create_app
-    from registry.api.serving import serve_registry
+    from registry.api.serving import default_workers, serve_registry, serve_workers
     from registry.db.migrate import upgrade
 
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
@@ -96,7 +105,16 @@ def serve(
         database_url=database_url, store_url=store_url, s3_endpoint_url=s3_endpoint_url
     )
     upgrade(settings.database_url)
-    serve_registry(create_app(settings), host=host, port=port, log_level=log_level)
+    workers = workers or default_workers(settings.database_url)
+    if workers == 1:
+        serve_registry(create_app(settings), host=host, port=port, log_level=log_level)
+        return
+    # Each worker builds its app from the environment: hand it what the options said.
+    os.environ["WEACT_DATABASE_URL"] = settings.database_url
+    os.environ["WEACT_STORE_URL"] = settings.store_url
+    if settings.s3_endpoint_url:
+        os.environ["WEACT_S3_ENDPOINT_URL"] = settings.s3_endpoint_url
+    serve_workers(workers, host=host, port=port, log_level=log_level)
 
 
 @click.group()

@@ -33,6 +33,7 @@ from registry.client.records import (
     State,
     TokenCreated,
 )
+from registry.client.seen import SeenRevisions
 from registry.client.transfers import provenance_body
 from registry.client.transport import Transport, read_json
 from registry.client.watch import ChannelWatch
@@ -56,6 +57,7 @@ class Endpoints:
         self._transport = Transport(url, token, timeout, transport)
         self.url = self._transport.url
         self.timeout = timeout
+        self.seen = SeenRevisions()
 
     def __enter__(self) -> Self:
         return self
@@ -180,7 +182,10 @@ class Endpoints:
         return self._decide(adapter_id, "revoke", reason)
 
     def _decide(self, adapter_id: int, verb: str, reason: str | None) -> Adapter:
-        return cast(Adapter, self._post(f"/adapters/{adapter_id}/{verb}", {"reason": reason}))
+        path = f"/adapters/{adapter_id}/{verb}"
+        response = self._transport.request("POST", path, json={"reason": reason})
+        self.seen.saw_header(response)  # a revoke moves the heads of channels serving it
+        return cast(Adapter, read_json(response))
 
     # -- benchmarks and evaluations ----------------------------------------------------
 
@@ -257,10 +262,15 @@ class Endpoints:
     # -- channels ----------------------------------------------------------------------
 
     def list_channels(self) -> list[Revision]:
-        return cast(list[Revision], self._get("/channels"))
+        return [self.seen.saw_revision(r) for r in self._get("/channels")]
 
     def get_channel(self, name: str) -> Revision:
-        return cast(Revision, self._get(f"/channels/{name}"))
+        """The current revision, never older than one this client saw (`seen.py`)."""
+        headers = self.seen.request_headers(name)
+        response = self._transport.request(
+            "GET", f"/channels/{name}", answers=(304,), headers=headers
+        )
+        return self.seen.answer(name, response)
 
     def channel_revisions(self, name: str) -> list[Revision]:
         return cast(list[Revision], self._get(f"/channels/{name}/revisions"))
@@ -276,7 +286,7 @@ class Endpoints:
         )
         if response.status_code == 304:
             return None
-        return cast(Revision, read_json(response))
+        return self.seen.saw_revision(read_json(response))
 
     def channel_watch(self) -> ChannelWatch:
         """An async, cancellable long-poll on the same registry and token (`watch.py`)."""
@@ -311,7 +321,9 @@ class Endpoints:
         between them. A failed gate raises `GateFailedError` whose detail is the gate report.
         """
         body = _promote_request(adapters, backbone, order, expected_revision, reason)
-        return cast(PromoteResult, self._post(f"/channels/{channel}/promote", body))
+        result = cast(PromoteResult, self._post(f"/channels/{channel}/promote", body))
+        self.seen.saw_revision(result["revision"])
+        return result
 
     def rollback(
         self,
@@ -326,7 +338,7 @@ class Endpoints:
             "expected_revision": expected_revision,
             "reason": reason,
         }
-        return cast(Revision, self._post(f"/channels/{channel}/rollback", body))
+        return self.seen.saw_revision(self._post(f"/channels/{channel}/rollback", body))
 
     # -- nodes and events --------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from registry.audit import append_event
 from registry.db.convert import to_adapter
 from registry.db.models import SqlAdapterVersion, utcnow
-from registry.domain import AdapterState, AdapterVersion, Principal
+from registry.domain import AdapterState, AdapterVersion, Principal, Revision
 from registry.errors import ForbiddenError, InvalidStateError
 from registry.services.adapters import find_adapter_row
 from registry.services.channels import remove_adapter_everywhere, revision_event
@@ -106,6 +106,15 @@ def revoke_adapter(
 ) -> AdapterVersion:
     """Revoke an approved adapter and, in the same transaction, take it out of every
     channel whose head serves it (a new revision per channel, reason ``revoke <name>``)."""
+    return revoke_adapter_moving_heads(
+        session=session, actor=actor, adapter_id=adapter_id, reason=reason
+    )[0]
+
+
+def revoke_adapter_moving_heads(
+    *, session: Session, actor: Principal, adapter_id: int, reason: str | None = None
+) -> tuple[AdapterVersion, list[Revision]]:
+    """`revoke_adapter`, with the channel revisions it appended (one per channel moved)."""
     find_adapter_row(session, adapter_id)
     row, action = _transition(session, adapter_id, AdapterState.REVOKED, actor, reason)
     name = f"{row.capability.name}@{row.version}"
@@ -116,4 +125,4 @@ def revoke_adapter(
     adapter = _event(session, actor, action, row)
     for revision in revisions:
         revision_event(session, actor, "channel.revoke", revision)
-    return adapter
+    return adapter, revisions

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Response
 
 from registry.api.deps import Approver, Publisher, Reader, StateDep
 from registry.api.responses import READ, errors
@@ -101,13 +101,33 @@ def reject(
         )
 
 
-@router.post("/adapters/{adapter_id}/revoke", response_model=AdapterPublic, responses=DECISION)
+MOVED = "X-Weact-Channel-Revisions"
+
+
+@router.post(
+    "/adapters/{adapter_id}/revoke",
+    response_model=AdapterPublic,
+    responses={
+        200: {
+            "description": "Revoked; every channel that served it has a new revision.",
+            "headers": {
+                MOVED: {
+                    "description": "The revisions the revoke appended, "
+                    "`<channel>=<revision>` separated by commas (empty when none).",
+                    "schema": {"type": "string"},
+                }
+            },
+        },
+        **DECISION,
+    },
+)
 def revoke(
-    adapter_id: AdapterId, body: Decision, state: StateDep, actor: Approver
+    adapter_id: AdapterId, body: Decision, state: StateDep, actor: Approver, response: Response
 ) -> AdapterVersion:
     with state.db.write() as session:
-        adapter = lifecycle.revoke_adapter(
+        adapter, moved = lifecycle.revoke_adapter_moving_heads(
             session=session, actor=actor, adapter_id=adapter_id, reason=body.reason
         )
     state.notifier.notify()
+    response.headers[MOVED] = ",".join(f"{r.channel}={r.revision}" for r in moved)
     return adapter

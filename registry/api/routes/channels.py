@@ -6,7 +6,6 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
-from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from registry.api.deps import Approver, Reader, StateDep
@@ -22,34 +21,32 @@ from registry.api.schemas import (
 from registry.domain import GateReport, PromoteResult, Revision
 from registry.names import check_name
 from registry.services import channels
+from registry.services.reads import ChannelHead, etag_of, revisions_named
 
 router = APIRouter(tags=["channels"])
 
 
-def _etag(channel: str, revision: int) -> str:
-    return f'"{channel}:{revision}"'
+def _head_response(head: ChannelHead, if_none_match: str | None) -> Response:
+    if if_none_match is not None and head.etag in {t.strip() for t in if_none_match.split(",")}:
+        return Response(status_code=304, headers={"ETag": head.etag})
+    return Response(head.body, media_type="application/json", headers={"ETag": head.etag})
 
 
-def _revision_response(revision: Revision, if_none_match: str | None) -> Response:
-    etag = _etag(revision.channel, revision.revision)
-    if if_none_match is not None and etag in {t.strip() for t in if_none_match.split(",")}:
-        return Response(status_code=304, headers={"ETag": etag})
-    body = RevisionPublic.model_validate(revision).model_dump(mode="json")
-    return JSONResponse(body, headers={"ETag": etag})
+async def _head(state: StateDep, name: str, seen: int) -> ChannelHead:
+    """From memory unless it may be stale or older than `seen`; else the database."""
+    cached = state.channels.cached(name, seen)
+    if cached is not None:
+        return cached
+    return await run_in_threadpool(state.channels.read, name)
 
 
-def _current(state: StateDep, name: str) -> Revision:
-    with state.db.read() as session:
-        return channels.get_revision(session=session, channel=name)
-
-
-def _head(state: StateDep, name: str) -> int:
+def _head_number(state: StateDep, name: str) -> int:
     with state.db.read() as session:
         return channels.head_number(session=session, channel=name)
 
 
-async def _long_poll(state: StateDep, name: str, after: int, wait: float) -> Revision | None:
-    """The revision once it passes ``after``, or None when ``wait`` seconds pass first.
+async def _long_poll(state: StateDep, name: str, after: int, wait: float) -> ChannelHead | None:
+    """The head once it passes ``after``, or None when ``wait`` seconds pass first.
 
     Woken by the notifier (this process's writes, and every process's through the bus);
     without a working bus it re-reads the head every ``long_poll_interval_s``. A stopping
@@ -69,16 +66,19 @@ async def _long_poll(state: StateDep, name: str, after: int, wait: float) -> Rev
         await notifier.wait(min(pause, remaining), since=seen)
 
 
-async def _newer(state: StateDep, name: str, after: int) -> Revision | None:
-    """The current revision if it passes `after`: while every write wakes the notifier, one
-    read shared by all waiters of the channel; else a cheap head check first."""
+async def _newer(state: StateDep, name: str, after: int) -> ChannelHead | None:
+    """The head if it passes `after`: from memory when current; while every write wakes the
+    notifier, one read shared by all waiters of the channel; else a cheap head check first."""
+    cached = state.channels.cached(name)
+    if cached is not None:
+        return cached if cached.revision.revision > after else None
     if state.notifier.cross_process:
         current = await state.notifier.shared(
-            f"channel:{name}", lambda: run_in_threadpool(_current, state, name)
+            f"channel:{name}", lambda: run_in_threadpool(state.channels.read, name)
         )
-        return current if current.revision > after else None
-    if await run_in_threadpool(_head, state, name) > after:
-        return await run_in_threadpool(_current, state, name)
+        return current if current.revision.revision > after else None
+    if await run_in_threadpool(_head_number, state, name) > after:
+        return await run_in_threadpool(state.channels.read, name)
     return None
 
 
@@ -88,11 +88,19 @@ def get_channels(state: StateDep, _reader: Reader) -> list[Revision]:
         return channels.list_channels(session=session)
 
 
+_ETAG = {"ETag": {"description": '`"<channel>:<revision>"`', "schema": {"type": "string"}}}
+
+
 @router.get(
     "/channels/{name}",
     response_model=RevisionPublic,
     responses={
-        304: {"description": "Not modified / nothing newer within `wait`."},
+        200: {"description": "The channel's current revision.", "headers": _ETAG},
+        304: {
+            "description": "Not modified (`If-None-Match` names the current revision), or "
+            "nothing newer than `after` within `wait`.",
+            "headers": _ETAG,
+        },
         **errors(404, *READ),
     },
 )
@@ -103,18 +111,24 @@ async def get_channel(
     after: Annotated[int | None, Query(ge=0, le=MAX_DB_INT)] = None,
     wait: Annotated[float, Query(ge=0, le=3600)] = 0.0,
     if_none_match: Annotated[str | None, Header()] = None,
+    x_weact_min_revision: Annotated[
+        int | None,
+        Header(
+            ge=0,
+            le=MAX_DB_INT,
+            description="The highest revision of this channel the client has seen: the "
+            "answer is never older (served from memory only when it is current enough).",
+        ),
+    ] = None,
 ) -> Response:
     check_name("channel", name)
-    if after is None:
-        if if_none_match is not None:  # a cheap check first: most polls change nothing
-            etag = _etag(name, await run_in_threadpool(_head, state, name))
-            if etag in {t.strip() for t in if_none_match.split(",")}:
-                return Response(status_code=304, headers={"ETag": etag})
-        return _revision_response(await run_in_threadpool(_current, state, name), if_none_match)
-    revision = await _long_poll(state, name, after, wait)
-    if revision is None:
-        return Response(status_code=304, headers={"ETag": _etag(name, after)})
-    return _revision_response(revision, None)
+    if after is None:  # an ETag the client holds names a revision it has seen, too
+        seen = max(x_weact_min_revision or 0, revisions_named(name, if_none_match))
+        return _head_response(await _head(state, name, seen), if_none_match)
+    head = await _long_poll(state, name, after, wait)
+    if head is None:
+        return Response(status_code=304, headers={"ETag": etag_of(name, after)})
+    return _head_response(head, None)
 
 
 @router.get(
