@@ -37,6 +37,7 @@ from registry.cli.options import registry_url_option, token_option
 from runtime.assemble import (
     build_engine,
     channel_client,
+    check_before_loading,
     check_library_source,
     close_engine,
     episode_setup,
@@ -187,6 +188,9 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = get_settings()
     check_library_source(options)
+    if not options["channel"]:
+        names = [name for name, _ in options["adapters"]]
+        check_before_loading(options, names, "--adapter NAME=DIR (repeat), or --channel")
     client = channel_client(options) if options["channel"] else None
     follower = None
     engine: Engine | None = None
@@ -235,6 +239,8 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 @runtime_errors
 def run(task: str, as_json: bool, **options: Any) -> None:
     """Run one episode in-process and print its trajectory."""
+    names = [name for name, _ in options["adapters"]]
+    check_before_loading(options, names, "--adapter NAME=DIR (repeat)")
     engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
     try:
         policy, config, targets = episode_setup(engine, options)
@@ -257,6 +263,7 @@ def mcp(**options: Any) -> None:
     from runtime.episode import EpisodeManager
     from runtime.mcp_server import build_mcp_server
 
+    check_before_loading(options, [n for n, _ in options["adapters"]], "--adapter NAME=DIR")
     engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
     try:
         policy, _, _ = episode_setup(engine, options)

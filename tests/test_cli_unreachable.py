@@ -37,8 +37,6 @@ OFFLINE = {
     "manifest",
     "serve",
     "db upgrade",
-    "token create",
-    "token list",
     "fsck",  # open the database and the blob store directly, like serve
     "gc",
     "runtime run",
@@ -56,6 +54,10 @@ OFFLINE = {
 # one safetensors file, {data} an (empty) trajectory file, {suite} a small benchmark suite,
 # {tmp} a scratch directory.
 REGISTRY: dict[str, list[str]] = {
+    # with WEACT_URL and WEACT_TOKEN (and no --database-url) token commands ask the registry
+    "token create": ["--name", "ops", "--role", "admin"],
+    "token list": [],
+    "token revoke": ["1"],
     "backbone register": ["{backbone}", "--name", "tiny"],
     "backbone list": [],
     "backbone show": ["1"],

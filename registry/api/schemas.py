@@ -91,6 +91,14 @@ class TokenCreated(Out):
     node_id: str | None = None
 
 
+class TokenPublic(Out):
+    id: int
+    name: str
+    role: Role
+    created_at: datetime
+    node_id: str | None = None
+
+
 class BlobPublic(Documented):
     digest: str
     size: int
@@ -277,6 +285,11 @@ class PromoteRequest(In):
     order: list[str] | None = None
     expected_revision: DbInt | None = None
     reason: str | None = Field(default=None, max_length=4096)
+    create: bool = Field(
+        default=False,
+        description="Create the channel if it does not exist; without it an unknown "
+        "channel is 404 (a typo never makes a new channel).",
+    )
 
 
 class RollbackRequest(In):

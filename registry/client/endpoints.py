@@ -32,6 +32,7 @@ from registry.client.records import (
     Revision,
     State,
     TokenCreated,
+    TokenInfo,
 )
 from registry.client.transfers import provenance_body
 from registry.client.transport import Transport, read_json
@@ -98,6 +99,14 @@ class Endpoints:
         if node_id is not None:
             body["node_id"] = node_id
         return cast(TokenCreated, self._post("/tokens", body))
+
+    def list_tokens(self) -> list[TokenInfo]:
+        """The tokens that are not revoked (admin): id, name, role, created; no secrets."""
+        return cast(list[TokenInfo], self._get("/tokens"))
+
+    def revoke_token(self, token_id: int) -> TokenInfo:
+        """Revoke a token (admin); refused from its next request on."""
+        return cast(TokenInfo, self._post(f"/tokens/{token_id}/revoke", {}))
 
     # -- backbones and capabilities ----------------------------------------------------
 
@@ -290,9 +299,11 @@ class Endpoints:
         backbone: str | None = None,
         order: Sequence[str] | None = None,
         expected_revision: int | None = None,
+        create: bool = False,
     ) -> GateReport:
-        """Dry run of a promotion: the gate report, nothing written."""
-        body = _promote_request(adapters, backbone, order, expected_revision, None)
+        """Dry run of a promotion: the gate report, nothing written (`create`: the
+        promotion would create the channel; without it an unknown channel is not found)."""
+        body = _promote_request(adapters, backbone, order, expected_revision, None, create)
         return cast(GateReport, self._post(f"/channels/{channel}/gate", body))
 
     def promote(
@@ -304,13 +315,16 @@ class Endpoints:
         order: Sequence[str] | None = None,
         expected_revision: int | None = None,
         reason: str | None = None,
+        create: bool = False,
     ) -> PromoteResult:
         """Merge `adapters` into the channel's library as a new revision (gate first).
 
-        `backbone` is needed for a new channel only when the adapters do not name one
-        between them. A failed gate raises `GateFailedError` whose detail is the gate report.
+        A channel that does not exist is `NotFoundError` unless `create` is given (a typo
+        never makes a new channel). `backbone` is needed for a new channel only when the
+        adapters do not name one between them. A failed gate raises `GateFailedError` whose
+        detail is the gate report.
         """
-        body = _promote_request(adapters, backbone, order, expected_revision, reason)
+        body = _promote_request(adapters, backbone, order, expected_revision, reason, create)
         return cast(PromoteResult, self._post(f"/channels/{channel}/promote", body))
 
     def rollback(
@@ -359,8 +373,10 @@ def _promote_request(
     order: Sequence[str] | None,
     expected_revision: int | None,
     reason: str | None,
+    create: bool = False,
 ) -> dict[str, Any]:
     return {
+        "create": create,
         "backbone": backbone,
         "adapters": dict(adapters),
         "order": list(order) if order is not None else None,

@@ -27,6 +27,14 @@ class TokenCreated(TypedDict):
     node_id: str | None
 
 
+class TokenInfo(TypedDict):
+    id: int
+    name: str
+    role: Role
+    created_at: str
+    node_id: str | None
+
+
 class Backbone(TypedDict):
     id: int
     name: str

@@ -84,7 +84,7 @@ def test_promote_only_approved_adapters_of_the_backbone(world: World) -> None:
     api = world.api
     candidate = world.adapter("plan", 1)
     before = api.counts()
-    body = {"backbone": world.backbone, "adapters": {"plan": candidate["id"]}}
+    body = {"backbone": world.backbone, "adapters": {"plan": candidate["id"]}, "create": True}
     api.fails(409, "invalid_state", "POST", "/channels/prod/promote", "approver", json=body)
     body["adapters"] = {"write": candidate["id"]}
     api.fails(422, "invalid", "POST", "/channels/prod/promote", "approver", json=body)
@@ -146,7 +146,7 @@ def test_revoke_takes_adapter_out_of_every_channel(world: World) -> None:
     api = world.api
     plan, write = world.approved("plan"), world.approved("write")
     world.promote({"plan": plan["id"], "write": write["id"]})
-    body = {"backbone": world.backbone, "adapters": {"write": write["id"]}}
+    body = {"backbone": world.backbone, "adapters": {"write": write["id"]}, "create": True}
     api.ok("POST", "/channels/staging/promote", "approver", json=body)
     api.ok("POST", f"/adapters/{write['id']}/revoke", "approver", json={"reason": "leaks"})
     prod = api.ok("GET", "/channels/prod", "reader")

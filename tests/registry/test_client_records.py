@@ -28,6 +28,7 @@ from registry.domain import AdapterState, Role
 PAIRS: dict[type, type[BaseModel]] = {
     records.Health: schemas.Health,
     records.TokenCreated: schemas.TokenCreated,
+    records.TokenInfo: schemas.TokenPublic,
     records.Backbone: schemas.BackbonePublic,
     records.Capability: schemas.CapabilityPublic,
     records.Adapter: schemas.AdapterPublic,

@@ -36,7 +36,9 @@ class Registry:
     adapters: dict[str, int]
 
     def promote(self, channel: str, adapters: dict[str, int]) -> int:
-        result = self.bob.promote(channel, adapters, backbone=self.backbone_root, order=ORDER)
+        result = self.bob.promote(
+            channel, adapters, backbone=self.backbone_root, order=ORDER, create=True
+        )
         return int(result["revision"]["revision"])
 
     def publish(self, directory: Path, capability: str, seed: int) -> dict[str, Any]:
@@ -315,6 +317,39 @@ def test_start_refuses_a_backbone_other_than_the_revisions(
     assert not follower.running
     row = registry.node_row("node-other")
     assert row["audit_ok"] is False
+
+
+def test_a_node_on_another_backbone_is_named_by_its_roots_first(
+    registry: Registry, node: RegistryClient, tmp_path: Path
+) -> None:
+    """A backbone of other shapes (the adapters would not even fit): the error names both
+    roots in one short line before anything is pulled; the rest is in `details`."""
+    from runtime.engines.peft import PeftEngine
+    from runtime.errors import BackboneMismatchError
+    from runtime.tiny import build_tiny_backbone
+
+    registry.promote("wide", registry.adapters)
+    directory = build_tiny_backbone(tmp_path / "wide", seed=3, hidden_size=96)
+    wide = PeftEngine(directory)
+    own_root = wide.audit().backbone_root
+    follower = ChannelFollower(node, wide, "wide", "node-wide", tmp_path / "lib")
+
+    with pytest.raises(BackboneMismatchError) as raised:
+        follower.start()
+
+    message = str(raised.value)
+    assert message.startswith(
+        f"backbone root {own_root}, channel 'wide' wants {registry.backbone_root} (revision 1)"
+    )
+    assert len(message) < 300
+    assert raised.value.details == [
+        f"this node's backbone: {directory}",
+        "the channel's backbone: tiny ("
+        + str(registry.admin.get_backbone(registry.backbone_root)["tensor_count"])
+        + " tensors)",
+    ]
+    assert not (tmp_path / "lib").exists()  # nothing was pulled
+    assert registry.node_row("node-wide")["audit_ok"] is False
 
 
 @pytest.mark.parametrize(
