@@ -68,6 +68,7 @@ REGISTRY: dict[str, list[str]] = {
     "adapter list": [],
     "adapter show": ["1"],
     "adapter lineage": ["1"],
+    "adapter tag": ["1", "k=v"],
     "approve": ["1"],
     "reject": ["1"],
     "revoke": ["1"],

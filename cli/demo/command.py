@@ -6,8 +6,8 @@ import importlib.util
 import json
 import logging
 import shutil
-import tempfile
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path

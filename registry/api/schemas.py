@@ -157,8 +157,17 @@ class AdapterCreate(In):
     backbone: str = Field(max_length=64)
     parent_id: DbId | None = None
     label: str | None = Field(default=None, max_length=128)
-    files: dict[str, str]
+    files: dict[str, str] = Field(
+        description="File name -> blob digest: adapter_config.json and "
+        "adapter_model.safetensors, optionally README.md (the model card) and training.json."
+    )
     provenance: Provenance = Field(default_factory=Provenance)
+    tags: dict[str, str] = Field(default_factory=dict, description="key=value tags.")
+
+
+class TagUpdate(In):
+    set: dict[str, str] = Field(default_factory=dict, description="Tags to set (key=value).")
+    remove: list[str] = Field(default_factory=list, max_length=64, description="Keys to drop.")
 
 
 class AdapterPublic(Out):
@@ -178,6 +187,8 @@ class AdapterPublic(Out):
     provenance: dict[str, Any]
     created_by: str
     created_at: datetime
+    card: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
 
 
 class AdapterPage(Out):

@@ -70,9 +70,20 @@ def render_adapter(a: Adapter) -> Table:
             ("targets", ", ".join(a["target_modules"])),
             ("manifest", a["manifest_root"]),
             *((f"file {name}", digest) for name, digest in sorted(a["files"].items())),
+            ("tags", " ".join(f"{k}={v}" for k, v in sorted(a.get("tags", {}).items())) or None),
+            ("card", _card_head(a.get("card"))),
             ("created", f"{a['created_by']} at {a['created_at']}"),
         ]
     )
+
+
+def _card_head(card: str | None) -> str | None:
+    """The model card's first non-empty line and its length (the whole card: --json)."""
+    if not card:
+        return None
+    lines = card.splitlines()
+    first = next((line.strip() for line in lines if line.strip()), "")
+    return f"{first} ({len(lines)} lines)"
 
 
 def render_lineage(lineage: Lineage) -> Table:

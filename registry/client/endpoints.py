@@ -142,8 +142,13 @@ class Endpoints:
         parent_id: int | None = None,
         label: str | None = None,
         provenance: Mapping[str, Any] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Adapter:
-        """`POST /v1/adapters` for files already uploaded (digests by file name)."""
+        """`POST /v1/adapters` for files already uploaded (digests by file name).
+
+        Bytes that a version of the capability already has are `ConflictError` whose
+        detail names it (`adapter_id`, `name`): never a silent duplicate.
+        """
         body = {
             "capability": capability,
             "backbone": backbone,
@@ -151,6 +156,7 @@ class Endpoints:
             "label": label,
             "files": dict(files),
             "provenance": provenance_body(provenance),
+            "tags": dict(tags or {}),
         }
         return cast(Adapter, self._post("/adapters", body))
 
@@ -162,7 +168,13 @@ class Endpoints:
         state: State | None = None,
         limit: int | None = None,
         offset: int | None = None,
+        tags: Sequence[str] | None = None,
+        label: str | None = None,
+        parent_id: int | None = None,
+        text: str | None = None,
     ) -> AdapterPage:
+        """Versions by capability, backbone, state, `KEY=VALUE` tags (all must match),
+        label, parent and text in the model card; oldest first."""
         page = self._get(
             "/adapters",
             capability=capability,
@@ -170,8 +182,22 @@ class Endpoints:
             state=state,
             limit=limit,
             offset=offset,
+            tag=list(tags) if tags else None,
+            label=label,
+            parent=parent_id,
+            q=text,
         )
         return cast(AdapterPage, page)
+
+    def tag_adapter(
+        self,
+        adapter_id: int,
+        put: Mapping[str, str] | None = None,
+        remove: Sequence[str] = (),
+    ) -> Adapter:
+        """Set `put` and remove the keys `remove` among a version's tags."""
+        body = {"set": dict(put or {}), "remove": list(remove)}
+        return cast(Adapter, self._post(f"/adapters/{adapter_id}/tags", body))
 
     def get_adapter(self, adapter_id: int) -> Adapter:
         return cast(Adapter, self._get(f"/adapters/{adapter_id}"))

@@ -68,6 +68,8 @@ class Adapter(TypedDict):
     provenance: dict[str, Any]
     created_by: str
     created_at: str
+    card: str | None
+    tags: dict[str, str]
 
 
 class AdapterPage(TypedDict):
