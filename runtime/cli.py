@@ -8,6 +8,7 @@
                         [--heartbeat S]
     weact runtime run   --task "..." --backbone PATH --adapter NAME=DIR [...] [--json]
     weact runtime mcp   --backbone PATH --adapter NAME=DIR [...]      (MCP over stdio)
+    weact runtime backbone                  the packaged SmolLM2's directory (converted once)
 
 `--backbone smollm2` selects the packaged SmolLM2-135M-Instruct (converted once, cached).
 Defaults come from `WEACT_RUNTIME_*` (see runtime/settings.py); the token also from
@@ -253,6 +254,22 @@ def run(task: str, as_json: bool, **options: Any) -> None:
         _print_trajectory(episode)
     if episode.status != "done":
         raise click.ClickException(f"episode failed: {episode.error}")
+
+
+@runtime.command()
+@click.option("--json", "as_json", is_flag=True, help="Print {name, path} as JSON.")
+@runtime_errors
+def backbone(as_json: bool) -> None:
+    """Print the directory of the packaged SmolLM2-135M-Instruct backbone (safetensors and
+    tokenizer), converting its GGUF there first if needed (once, about 30 s): the directory
+    to give `weact backbone register`, `weact train --backbone` and `--backbone`."""
+    from runtime.models import smollm2_dir
+
+    path = smollm2_dir()
+    if as_json:
+        click.echo(json.dumps({"name": "smollm2", "path": str(path)}, indent=2))
+    else:
+        click.echo(str(path))
 
 
 @runtime.command()

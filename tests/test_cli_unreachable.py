@@ -40,6 +40,7 @@ OFFLINE = {
     "fsck",  # open the database and the blob store directly, like serve
     "gc",
     "runtime run",
+    "runtime backbone",
     "runtime mcp",
     "train inspect",
     "train generate",
