@@ -157,17 +157,9 @@ class AdapterCreate(In):
     backbone: str = Field(max_length=64)
     parent_id: DbId | None = None
     label: str | None = Field(default=None, max_length=128)
-    files: dict[str, str] = Field(
-        description="File name -> blob digest: adapter_config.json and "
-        "adapter_model.safetensors, optionally README.md (the model card) and training.json."
-    )
+    files: dict[str, str]  # PEFT config and weights; README.md and training.json optional
     provenance: Provenance = Field(default_factory=Provenance)
     tags: dict[str, str] = Field(default_factory=dict, description="key=value tags.")
-
-
-class TagUpdate(In):
-    set: dict[str, str] = Field(default_factory=dict, description="Tags to set (key=value).")
-    remove: list[str] = Field(default_factory=list, max_length=64, description="Keys to drop.")
 
 
 class AdapterPublic(Out):
@@ -296,11 +288,7 @@ class PromoteRequest(In):
     order: list[str] | None = None
     expected_revision: DbInt | None = None
     reason: str | None = Field(default=None, max_length=4096)
-    create: bool = Field(
-        default=False,
-        description="Create the channel if it does not exist; without it an unknown "
-        "channel is 404 (a typo never makes a new channel).",
-    )
+    create: bool = Field(default=False, description="Create the channel if it does not exist.")
 
 
 class RollbackRequest(In):

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from registry import errors
 from registry.client.endpoints import Endpoints
-from registry.client.records import Adapter
+from registry.client.records import Adapter, TokenInfo
 from registry.client.transfers import (
     CHUNK_SIZE,
     ProgressCallback,
@@ -149,3 +149,23 @@ class RegistryClient(Endpoints):
                     raise errors.UnexpectedResponseError(f"adapter file name {name!r}")
                 self.download_blob(digest, staging / name, progress)
         return target
+
+    # -- tokens and tags (admin, publisher) ---------------------------------------
+
+    def list_tokens(self) -> list[TokenInfo]:
+        """The tokens that are not revoked (admin): id, name, role, created; no secrets."""
+        return cast(list[TokenInfo], self._get("/tokens"))
+
+    def revoke_token(self, token_id: int) -> TokenInfo:
+        """Revoke a token (admin); refused from its next request on."""
+        return cast(TokenInfo, self._post(f"/tokens/{token_id}/revoke", {}))
+
+    def tag_adapter(
+        self,
+        adapter_id: int,
+        put: Mapping[str, str] | None = None,
+        remove: Sequence[str] = (),
+    ) -> Adapter:
+        """Set `put` and remove the keys `remove` among a version's tags."""
+        body = {"set": dict(put or {}), "remove": list(remove)}
+        return cast(Adapter, self._post(f"/adapters/{adapter_id}/tags", body))

@@ -32,7 +32,6 @@ from registry.client.records import (
     Revision,
     State,
     TokenCreated,
-    TokenInfo,
 )
 from registry.client.transfers import provenance_body
 from registry.client.transport import Transport, read_json
@@ -99,14 +98,6 @@ class Endpoints:
         if node_id is not None:
             body["node_id"] = node_id
         return cast(TokenCreated, self._post("/tokens", body))
-
-    def list_tokens(self) -> list[TokenInfo]:
-        """The tokens that are not revoked (admin): id, name, role, created; no secrets."""
-        return cast(list[TokenInfo], self._get("/tokens"))
-
-    def revoke_token(self, token_id: int) -> TokenInfo:
-        """Revoke a token (admin); refused from its next request on."""
-        return cast(TokenInfo, self._post(f"/tokens/{token_id}/revoke", {}))
 
     # -- backbones and capabilities ----------------------------------------------------
 
@@ -188,16 +179,6 @@ class Endpoints:
             q=text,
         )
         return cast(AdapterPage, page)
-
-    def tag_adapter(
-        self,
-        adapter_id: int,
-        put: Mapping[str, str] | None = None,
-        remove: Sequence[str] = (),
-    ) -> Adapter:
-        """Set `put` and remove the keys `remove` among a version's tags."""
-        body = {"set": dict(put or {}), "remove": list(remove)}
-        return cast(Adapter, self._post(f"/adapters/{adapter_id}/tags", body))
 
     def get_adapter(self, adapter_id: int) -> Adapter:
         return cast(Adapter, self._get(f"/adapters/{adapter_id}"))

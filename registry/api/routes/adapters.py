@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
+from pydantic import Field
 
 from registry.api.deps import Approver, Publisher, Reader, StateDep
 from registry.api.responses import READ, errors
@@ -14,8 +15,8 @@ from registry.api.schemas import (
     AdapterPage,
     AdapterPublic,
     Decision,
+    In,
     LineagePublic,
-    TagUpdate,
 )
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page
 from registry.services import adapters, lifecycle, tags
@@ -24,6 +25,11 @@ router = APIRouter(tags=["adapters"])
 
 DECISION = errors(404, 401, 403, 409, 413, 422)
 AdapterId = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
+
+
+class TagUpdate(In):
+    set: dict[str, str] = Field(default_factory=dict, description="Tags to set (key=value).")
+    remove: list[str] = Field(default_factory=list, max_length=64, description="Keys to drop.")
 
 
 @router.post(
