@@ -8,8 +8,9 @@ stderr), never a second one.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -20,6 +21,7 @@ from registry.cli.tables import render_adapter, render_adapters, render_lineage
 from registry.client import RegistryClient
 
 STATES = ("candidate", "approved", "rejected", "revoked")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def parse_tags(ctx: click.Context, param: click.Parameter, values: Any) -> dict[str, str]:
@@ -35,7 +37,7 @@ def parse_tags(ctx: click.Context, param: click.Parameter, values: Any) -> dict[
     return tags
 
 
-def _tag_option(*decls: str, help: str) -> Any:
+def _tag_option(*decls: str, help: str) -> Callable[[F], F]:
     return click.option(*decls, multiple=True, metavar="KEY=VALUE", callback=parse_tags, help=help)
 
 

@@ -25,8 +25,11 @@ def render_nodes(nodes: Sequence[Node]) -> Table:
     table = Table(title=f"{len(nodes)} node(s)")
     columns = ("node", "channel", "serves", "head", "lag", "audit", "heartbeat", "stale", "library")
     for column in columns:
-        justify = "right" if column in ("serves", "head", "lag") else "left"
-        table.add_column(column, justify=justify, overflow="fold" if column in DIGESTS else None)
+        table.add_column(
+            column,
+            justify="right" if column in ("serves", "head", "lag") else "left",
+            overflow="fold" if column in DIGESTS else "ellipsis",
+        )
     for n in nodes:
         table.add_row(
             n["id"],
