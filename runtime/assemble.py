@@ -59,6 +59,9 @@ def check_before_loading(options: dict[str, Any], library: Collection[str], sour
     loaded: no adapters at all, a policy that does not fit the library's capabilities."""
     from runtime.policy import InvalidPolicyError
 
+    backbone = options["backbone"]
+    if backbone != SMOLLM2 and not Path(backbone).is_dir():
+        raise click.BadParameter(f"{backbone!r} is not a directory", param_hint="--backbone")
     if not library:
         raise click.UsageError(f"no adapters to serve: give {source}")
     try:
