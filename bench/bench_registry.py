@@ -88,7 +88,7 @@ def _seed(db: Database, store: BlobStore, tmp: Path, seeded: int) -> tuple[str, 
     with db.write() as session:
         for adapter_id in ids.values():
             lifecycle.approve_adapter(session=session, actor=ADMIN, adapter_id=adapter_id)
-        request = channels.PromoteRequest("prod", root, dict(ids), list(CAPS))
+        request = channels.PromoteRequest("prod", root, dict(ids), list(CAPS), create=True)
         channels.promote(session=session, actor=ADMIN, request=request)
     return root, file_sets, secret
 

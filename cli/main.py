@@ -16,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "manifest": ("storage.cli:manifest", "Print the manifest root of safetensors files."),
     "serve": ("registry.cli.server:serve", "Run the registry service."),
     "db": ("registry.cli.server:db", "Database migrations."),
-    "token": ("registry.cli.server:token", "Create and list API tokens."),
+    "token": ("registry.cli.tokens:token", "Create, list and revoke API tokens."),
     "backbone": ("registry.cli.catalog:backbone", "Register and show backbones."),
     "capability": ("registry.cli.catalog:capability", "Create and list capabilities."),
     "adapter": ("registry.cli.adapters:adapter", "Push, pull, list and show adapter versions."),

@@ -93,6 +93,8 @@ class AdapterVersion:
     provenance: dict[str, Any]
     created_by: str
     created_at: datetime
+    card: str | None = None  # the model card (README.md) as text
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

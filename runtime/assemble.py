@@ -8,7 +8,7 @@ loads) and the ChannelFollower that keeps the node on that channel.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +47,8 @@ def build_engine(backbone: str, adapters: Sequence[tuple[str, Path]], kind: str)
         raise click.BadParameter(str(exc), param_hint="--engine") from exc
 
 
-def episode_setup(engine: Engine, options: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
-    """(policy, agent config, external tool targets) from options and settings."""
-    from runtime.agent import AgentConfig
+def make_options_policy(options: dict[str, Any], library: Collection[str]) -> Any:
+    """The policy of `--policy/--order/--guess` (and settings) over `library`'s names."""
     from runtime.policy import make_policy, parse_guesses
 
     settings = get_settings()
@@ -57,9 +56,33 @@ def episode_setup(engine: Engine, options: dict[str, Any]) -> tuple[Any, Any, li
     order_text = options["order"] or (settings.order if kind == "hard" else None)
     order = [s.strip() for s in order_text.split(",")] if order_text else None
     if options["order"] is None and order is not None:
-        order = [n for n in order if n in engine.adapters]  # default order: what is loaded
+        order = [n for n in order if n in library]  # default order: what is loaded
     guesses = parse_guesses(options["guesses"]) if options["guesses"] else None
-    policy = make_policy(kind, order, engine.adapters, guesses)
+    return make_policy(kind, order, library, guesses)
+
+
+def check_before_loading(options: dict[str, Any], library: Collection[str], source: str) -> None:
+    """Usage errors (exit 2) found from the options alone, before any model is converted or
+    loaded: no adapters at all, a policy that does not fit the library's capabilities."""
+    from runtime.policy import InvalidPolicyError
+
+    backbone = options["backbone"]
+    if backbone != SMOLLM2 and not Path(backbone).is_dir():
+        raise click.BadParameter(f"{backbone!r} is not a directory", param_hint="--backbone")
+    if not library:
+        raise click.UsageError(f"no adapters to serve: give {source}")
+    try:
+        make_options_policy(options, library)
+    except InvalidPolicyError as exc:
+        raise click.UsageError(f"{exc} (capabilities: {', '.join(sorted(library))})") from exc
+
+
+def episode_setup(engine: Engine, options: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
+    """(policy, agent config, external tool targets) from options and settings."""
+    from runtime.agent import AgentConfig
+
+    settings = get_settings()
+    policy = make_options_policy(options, engine.adapters)
     config = AgentConfig(
         max_steps=options["max_steps"] or settings.max_steps,
         max_new_tokens=options["max_new_tokens"] or settings.max_new_tokens,
@@ -94,7 +117,9 @@ def channel_client(options: dict[str, Any]) -> Any:
 
     client = RegistryClient(options["registry"], options["registry_token"])
     try:
-        client.get_channel(options["channel"])
+        revision = client.get_channel(options["channel"])
+        where = f"channel {options['channel']!r} (revision {revision['revision']}) is empty"
+        check_before_loading(options, revision["library"], f"another channel: {where}")
     except BaseException:
         client.close()
         raise

@@ -8,6 +8,7 @@
                         [--heartbeat S]
     weact runtime run   --task "..." --backbone PATH --adapter NAME=DIR [...] [--json]
     weact runtime mcp   --backbone PATH --adapter NAME=DIR [...]      (MCP over stdio)
+    weact runtime backbone                  the packaged SmolLM2's directory (converted once)
 
 `--backbone smollm2` selects the packaged SmolLM2-135M-Instruct (converted once, cached).
 Defaults come from `WEACT_RUNTIME_*` (see runtime/settings.py); the token also from
@@ -37,6 +38,7 @@ from registry.cli.options import registry_url_option, token_option
 from runtime.assemble import (
     build_engine,
     channel_client,
+    check_before_loading,
     check_library_source,
     close_engine,
     episode_setup,
@@ -187,6 +189,9 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = get_settings()
     check_library_source(options)
+    if not options["channel"]:
+        names = [name for name, _ in options["adapters"]]
+        check_before_loading(options, names, "--adapter NAME=DIR (repeat), or --channel")
     client = channel_client(options) if options["channel"] else None
     follower = None
     engine: Engine | None = None
@@ -235,6 +240,8 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 @runtime_errors
 def run(task: str, as_json: bool, **options: Any) -> None:
     """Run one episode in-process and print its trajectory."""
+    names = [name for name, _ in options["adapters"]]
+    check_before_loading(options, names, "--adapter NAME=DIR (repeat)")
     engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
     try:
         policy, config, targets = episode_setup(engine, options)
@@ -250,6 +257,22 @@ def run(task: str, as_json: bool, **options: Any) -> None:
 
 
 @runtime.command()
+@click.option("--json", "as_json", is_flag=True, help="Print {name, path} as JSON.")
+@runtime_errors
+def backbone(as_json: bool) -> None:
+    """Print the directory of the packaged SmolLM2-135M-Instruct backbone (safetensors and
+    tokenizer), converting its GGUF there first if needed (once, about 30 s): the directory
+    to give `weact backbone register`, `weact train --backbone` and `--backbone`."""
+    from runtime.models import smollm2_dir
+
+    path = smollm2_dir()
+    if as_json:
+        click.echo(json.dumps({"name": "smollm2", "path": str(path)}, indent=2))
+    else:
+        click.echo(str(path))
+
+
+@runtime.command()
 @engine_options
 @runtime_errors
 def mcp(**options: Any) -> None:
@@ -257,6 +280,7 @@ def mcp(**options: Any) -> None:
     from runtime.episode import EpisodeManager
     from runtime.mcp_server import build_mcp_server
 
+    check_before_loading(options, [n for n, _ in options["adapters"]], "--adapter NAME=DIR")
     engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
     try:
         policy, _, _ = episode_setup(engine, options)

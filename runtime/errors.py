@@ -7,6 +7,7 @@ RuntimeEngineError
 ├── PolicyViolationError (ValueError)     a load the episode's policy forbids
 ├── AdapterLoadError (ValueError)         an adapter that does not fit or fails verification
 ├── AuditMismatchError (ValueError)       resident weights differ from their expected roots
+│   └── BackboneMismatchError             a node on another backbone than its channel
 ├── BackboneLoadError (ValueError)        a backbone directory or GGUF file that cannot be loaded
 ├── InvalidTokensError (ValueError)       token ids outside the vocabulary, nothing to decode from
 └── SessionClosedError (RuntimeError)     use of an engine session after close()
@@ -66,6 +67,15 @@ class AdapterLoadError(RuntimeEngineError, ValueError):
 
 class AuditMismatchError(RuntimeEngineError, ValueError):
     """Resident weights whose recomputed manifest root differs from the expected one."""
+
+
+class BackboneMismatchError(AuditMismatchError):
+    """A node whose backbone is not its channel's: the message names both roots (one
+    line); `details` says more (which directory, which registered backbone)."""
+
+    def __init__(self, message: str, details: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.details = list(details)
 
 
 class BackboneLoadError(RuntimeEngineError, ValueError):

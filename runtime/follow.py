@@ -40,7 +40,7 @@ from registry.client import RegistryClient, Revision
 from registry.errors import RegistryError, RegistryUnavailableError
 from runtime.backoff import Backoff
 from runtime.engine import AdapterSpec, AuditReport
-from runtime.errors import AuditMismatchError, RuntimeEngineError
+from runtime.errors import AuditMismatchError, BackboneMismatchError, RuntimeEngineError
 from runtime.sync import heartbeat, library_audit, pull_library
 
 logger = logging.getLogger(__name__)
@@ -128,6 +128,7 @@ class ChannelFollower:
         """Serve the current revision (or raise), then follow the channel in the background."""
         if self._thread is not None:
             raise RuntimeError("follower already started")
+        self._check_backbone(self.client.get_channel(self.channel))
         revision, specs = pull_library(self.client, self.channel, self.dest)
         report = self._install(revision, specs)
         if not report.ok:
@@ -138,6 +139,34 @@ class ChannelFollower:
         )
         self._thread.daemon = True
         self._thread.start()
+
+    def _check_backbone(self, revision: Revision) -> None:
+        """Refuse, before pulling or loading anything, a channel of another backbone: one
+        line naming both roots first (`BackboneMismatchError`; `.details` has the rest),
+        and a heartbeat that says so."""
+        report = self.engine.audit()
+        wanted = revision["backbone"]
+        if report.backbone_root == wanted:
+            return
+        message = (
+            f"backbone root {report.backbone_root}, channel {self.channel!r} wants {wanted} "
+            f"(revision {revision['revision']}): start the node with the channel's backbone"
+        )
+        details = [f"this node's backbone: {self.engine_backbone_label()}"]
+        try:
+            known = self.client.get_backbone(wanted)
+            details.append(
+                f"the channel's backbone: {known['name']} ({known['tensor_count']} tensors)"
+            )
+        except RegistryError as exc:
+            details.append(f"the channel's backbone: {exc}")
+        self.report = dataclasses.replace(report, ok=False, detail=message)
+        self._report()
+        raise BackboneMismatchError(message, details)
+
+    def engine_backbone_label(self) -> str:
+        directory = getattr(self.engine, "backbone_dir", None)
+        return str(directory) if directory is not None else type(self.engine).__name__
 
     def stop(self) -> None:
         """Stop following: the long-poll in flight is cancelled; returns within `join_s`."""

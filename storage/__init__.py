@@ -4,7 +4,14 @@ See docs/CONTRACTS.md section 1 for the API that other packages use; `storage.lo
 PEFT LoRA adapter format (config, tensors, fit against a backbone).
 """
 
-from storage.base import BACKENDS, BaseBlobStore, BlobSource, BlobStore, open_store
+from storage.base import (
+    BACKENDS,
+    BaseBlobStore,
+    BlobSource,
+    BlobStore,
+    check_store,
+    open_store,
+)
 from storage.digest import CHUNK_SIZE, is_sha256, sha256_file
 from storage.errors import (
     AdapterFormatError,
@@ -14,6 +21,7 @@ from storage.errors import (
     InvalidSafetensorsError,
     ManifestError,
     StorageError,
+    StoreUnavailableError,
     UnknownStoreError,
 )
 from storage.header import DTYPE_SIZES, Header, TensorInfo, read_header
@@ -46,6 +54,7 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "StorageError",
+    "StoreUnavailableError",
     "TensorEntry",
     "TensorInfo",
     "UnknownStoreError",
@@ -55,6 +64,7 @@ __all__ = [
     "manifest_of_path",
     "manifest_of_stream",
     "manifest_of_tensors",
+    "check_store",
     "open_store",
     "read_header",
     "safetensors_files",

@@ -116,6 +116,17 @@ BACKENDS: dict[str, str] = {
 """URL scheme -> `module:class`; the module is imported only when its scheme is used."""
 
 
+def check_store(store: BlobStore) -> None:
+    """Check that `store` can be used: `StoreUnavailableError` (one line) if not.
+
+    Stores with a `check()` method (local directories, S3) run it: a local directory must
+    be writable; an S3 bucket must exist and the credentials must list and write it.
+    """
+    check = getattr(store, "check", None)
+    if check is not None:
+        check()
+
+
 def open_store(url: str, **options: Any) -> BlobStore:
     """A blob store for `url`: a plain path or file:// (local dir), s3://bucket/prefix."""
     scheme = urlparse(url).scheme.lower()

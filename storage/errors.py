@@ -7,6 +7,8 @@ StorageError
 ├── DigestMismatchError (+ ValueError)      bytes whose sha256 is not the expected one
 ├── InvalidDigestError (+ ValueError)       a key that is not a lowercase sha256 hex string
 ├── UnknownStoreError (+ ValueError)        a store URL whose scheme has no backend
+├── StoreUnavailableError (+ OSError)       a store that cannot be used (no bucket, bad
+│                                           credentials, a directory that is not writable)
 └── AdapterFormatError (+ ValueError)       a LoRA adapter outside the supported PEFT format,
                                             or that does not fit its backbone (`.problems`)
 """
@@ -62,6 +64,19 @@ class InvalidDigestError(StorageError, ValueError):
 
 class UnknownStoreError(StorageError, ValueError):
     """No blob store backend for this URL scheme."""
+
+
+class StoreUnavailableError(StorageError, OSError):
+    """A store that cannot be used as configured (`check_store`); the message is one line
+    naming the store and the problem."""
+
+    def __init__(self, url: str, problem: str) -> None:
+        self.url = url
+        self.problem = problem
+        super().__init__(f"blob store {url}: {problem}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class AdapterFormatError(StorageError, ValueError):

@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlparse
 
 from storage.base import BaseBlobStore, check_expected
 from storage.digest import OverlappedSha256, check_sha256, is_sha256
-from storage.errors import BlobNotFoundError
+from storage.errors import BlobNotFoundError, StoreUnavailableError
 from storage.inventory import StoredBlob, TempEntry
 from storage.pipeline import Stage
 from storage.writeback import FileWriter
@@ -38,7 +38,11 @@ class LocalBlobStore(BaseBlobStore):
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).resolve()
         self._tmp = self.root / TMP_DIR
-        self._tmp.mkdir(parents=True, exist_ok=True)
+        try:
+            self._tmp.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            problem = f"cannot create {self._tmp}: {exc.strerror or exc}"
+            raise StoreUnavailableError(self.url, problem) from exc
         self._sweep_tmp()
 
     @classmethod
@@ -50,6 +54,15 @@ class LocalBlobStore(BaseBlobStore):
     @property
     def url(self) -> str:
         return self.root.as_uri()
+
+    def check(self) -> None:
+        """The directory must take a file: write and remove one under its temp dir."""
+        try:
+            fd, name = tempfile.mkstemp(prefix="check-", dir=self._tmp)
+            os.close(fd)
+            os.unlink(name)
+        except OSError as exc:
+            raise StoreUnavailableError(self.url, f"not writable: {exc.strerror or exc}") from exc
 
     def path_of(self, digest: str) -> Path:
         """Where a blob lives (whether or not it exists)."""

@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 
 from storage.base import BaseBlobStore, check_expected
 from storage.digest import OverlappedSha256, check_sha256, is_sha256
-from storage.errors import BlobNotFoundError, UnknownStoreError
+from storage.errors import BlobNotFoundError, StoreUnavailableError, UnknownStoreError
 from storage.inventory import StoredBlob, TempEntry
 from storage.pipeline import Chunk, Stage
 
@@ -67,6 +67,21 @@ class S3BlobStore(BaseBlobStore):
     @property
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+
+    def check(self) -> None:
+        """The bucket exists and the credentials list and write it (a probe object under
+        `<prefix>/tmp/` is written and deleted); else `StoreUnavailableError`, one line."""
+        probe = self._join(f"tmp/check-{uuid.uuid4().hex}")
+        step = "reach the bucket"
+        try:
+            self._client.head_bucket(Bucket=self.bucket)
+            step = "list the bucket"
+            self._client.list_objects_v2(Bucket=self.bucket, Prefix=self._join(""), MaxKeys=1)
+            step = "write to the bucket"
+            self._client.put_object(Bucket=self.bucket, Key=probe, Body=b"")
+            self._client.delete_object(Bucket=self.bucket, Key=probe)
+        except Exception as exc:  # noqa: BLE001 - botocore's errors have no common base
+            raise StoreUnavailableError(self.url, _check_problem(self.bucket, step, exc)) from exc
 
     def key_of(self, digest: str) -> str:
         check_sha256(digest)
@@ -229,6 +244,21 @@ def _parts(
         buffer += chunk
     if buffer:
         yield bytes(buffer)
+
+
+def _check_problem(bucket: str, step: str, exc: Exception) -> str:
+    """One line for a failed `check`: the bucket is missing, access is denied, no
+    credentials, or the endpoint cannot be reached."""
+    code = _error_code(exc)
+    if code in ("404", "NoSuchBucket", "NotFound"):
+        return f"bucket {bucket!r} does not exist (create it, or fix the URL)"
+    if code in ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        return f"access denied: the credentials cannot {step} ({code})"
+    name = type(exc).__name__
+    if name in ("NoCredentialsError", "PartialCredentialsError"):
+        return "no S3 credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile)"
+    text = " ".join(str(exc).split())
+    return f"cannot {step}: {name}: {text}"
 
 
 def _error_code(exc: Exception) -> str:

@@ -37,11 +37,10 @@ OFFLINE = {
     "manifest",
     "serve",
     "db upgrade",
-    "token create",
-    "token list",
     "fsck",  # open the database and the blob store directly, like serve
     "gc",
     "runtime run",
+    "runtime backbone",
     "runtime mcp",
     "train inspect",
     "train generate",
@@ -56,6 +55,10 @@ OFFLINE = {
 # one safetensors file, {data} an (empty) trajectory file, {suite} a small benchmark suite,
 # {tmp} a scratch directory.
 REGISTRY: dict[str, list[str]] = {
+    # with WEACT_URL and WEACT_TOKEN (and no --database-url) token commands ask the registry
+    "token create": ["--name", "ops", "--role", "admin"],
+    "token list": [],
+    "token revoke": ["1"],
     "backbone register": ["{backbone}", "--name", "tiny"],
     "backbone list": [],
     "backbone show": ["1"],
@@ -66,6 +69,7 @@ REGISTRY: dict[str, list[str]] = {
     "adapter list": [],
     "adapter show": ["1"],
     "adapter lineage": ["1"],
+    "adapter tag": ["1", "k=v"],
     "approve": ["1"],
     "reject": ["1"],
     "revoke": ["1"],

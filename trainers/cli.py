@@ -86,11 +86,12 @@ def _samples(data: Sequence[Path], backbone: Path, capabilities: set[str] | None
 
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[int, int, float], None]]:
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
     columns.append(TextColumn("loss {task.fields[loss]:.4f}"))
-    with Progress(*columns, transient=False) as progress:
+    with Progress(*columns, transient=False, console=Console(stderr=True)) as progress:
         task = progress.add_task(label, total=None, loss=float("nan"))
 
         def on_step(step: int, total: int, loss: float) -> None:
@@ -169,6 +170,7 @@ def _check_publishable(capability: str, opts: dict[str, Any]) -> None:
 @click.option("--out", type=click.Path(path_type=Path), help="Output adapter directory.")
 @click.option("--publish", "do_publish", is_flag=True, help="Publish to the registry after.")
 @_registry_options
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 @_fail_cleanly
 def train(ctx: click.Context, /, **opts: Any) -> None:
@@ -203,13 +205,18 @@ def train(ctx: click.Context, /, **opts: Any) -> None:
             on_step=on_step,
             record=data_record(list(opts["data"])),
         )
+    adapter = _publish(result.out, cap or SHARED, opts) if opts["do_publish"] else None
+    if opts["as_json"]:
+        trained = {"adapter": name, "samples": len(samples), "losses": list(result.losses)}
+        trained |= {"frozen_roots": dict(result.roots), "out": str(result.out)}
+        click.echo(json.dumps({**trained, "published": adapter}, indent=2))
+        return
     click.echo(
         f"{name}: {len(samples)} samples, loss {result.losses[0]:.4f} -> {result.losses[-1]:.4f}"
     )
     click.echo(f"frozen roots unchanged: {', '.join(sorted(result.roots))}")
     click.echo(f"saved {result.out}")
-    if opts["do_publish"]:
-        adapter = _publish(result.out, cap or SHARED, opts)
+    if adapter is not None:
         click.echo(f"published {adapter['name']} (id {adapter['id']}, state {adapter['state']})")
 
 
@@ -283,8 +290,11 @@ def _show(samples: Sequence[Any], tokenizer: Any) -> None:
 @click.option("--seed", default=0, show_default=True)
 @click.option("--phases", default="plan,search,write", show_default=True)
 @click.option("--write-style", default="plain", type=click.Choice(["plain", "markdown"]))
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @_fail_cleanly
-def generate(out: Path, count: int, seed: int, phases: str, write_style: str) -> None:
+def generate(
+    out: Path, count: int, seed: int, phases: str, write_style: str, as_json: bool
+) -> None:
     """Write deterministic research trajectories (JSONL) over the offline knowledge base."""
     from trainers.data import generate as make
     from trainers.trajectory import write_trajectories
@@ -294,18 +304,26 @@ def generate(out: Path, count: int, seed: int, phases: str, write_style: str) ->
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     write_trajectories(out, trajectories)
-    click.echo(f"wrote {len(trajectories)} trajectories to {out}")
+    if as_json:
+        made = {"out": str(out), "count": len(trajectories), "phases": phases.split(",")}
+        click.echo(json.dumps(made | {"seed": seed}, indent=2))
+    else:
+        click.echo(f"wrote {len(trajectories)} trajectories to {out}")
 
 
 @train.command("publish")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--capability", required=True)
 @_registry_options
+@click.option("--json", "as_json", is_flag=True, help="Print the adapter version as JSON.")
 @_fail_cleanly
-def publish_cmd(directory: Path, capability: str, **opts: Any) -> None:
+def publish_cmd(directory: Path, capability: str, as_json: bool, **opts: Any) -> None:
     """Publish an adapter trained by `weact train` (provenance from its training.json)."""
     adapter = _publish(directory, capability, opts)
-    click.echo(json.dumps(adapter, indent=2))
+    if as_json:
+        click.echo(json.dumps(adapter, indent=2))
+    else:
+        click.echo(f"published {adapter['name']} (id {adapter['id']}, state {adapter['state']})")
 
 
 @click.command()
@@ -316,12 +334,19 @@ def publish_cmd(directory: Path, capability: str, **opts: Any) -> None:
 @click.option("--seed", default=0, show_default=True, help="dare_ties: random drop seed.")
 @click.option("--rank", type=int, help="ties / dare_ties: SVD rank (default: sum of ranks).")
 @click.option("--out", required=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @_fail_cleanly
-def merge(method: str, adapters: tuple[str, ...], weights: tuple[float, ...], **opts: Any) -> None:
+def merge(
+    method: str, adapters: tuple[str, ...], weights: tuple[float, ...], as_json: bool, **opts: Any
+) -> None:
     """Static-merge baselines: Full Additive (linear), TIES, DARE-TIES into one PEFT adapter."""
     from trainers.merge import MergeSpec, merge_adapters
 
     paths = list(parse_adapters(adapters, named=False).values())
     spec = MergeSpec(method, tuple(weights) or None, opts["density"], opts["seed"], opts["rank"])
     out = merge_adapters(paths, opts["out"], spec)
-    click.echo(f"merged {len(paths)} adapters ({method}) into {out}")
+    if as_json:
+        merged = {"method": method, "adapters": [str(p) for p in paths], "out": str(out)}
+        click.echo(json.dumps(merged, indent=2))
+    else:
+        click.echo(f"merged {len(paths)} adapters ({method}) into {out}")

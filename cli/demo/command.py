@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -51,8 +53,13 @@ def torch_available() -> bool:
 @click.command()
 @click.option("--keep", is_flag=True, help="Keep the temp directory (registry, weights).")
 @click.option("--plain", is_flag=True, help="Registry steps only, weights built without torch.")
-def demo(keep: bool, plain: bool) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True, help="The steps on stderr; a JSON summary on stdout."
+)
+def demo(keep: bool, plain: bool, as_json: bool) -> None:
     """Run the end-to-end demo on embedded defaults."""
+    if as_json:
+        console.file = sys.stderr  # the narrative; stdout is the summary
     # Warnings only; configured first, so that libraries (mcp) cannot raise it to INFO.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not plain and not torch_available():
@@ -61,7 +68,7 @@ def demo(keep: bool, plain: bool) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="weact-demo-"))
     started = time.perf_counter()
     try:
-        run_demo(workdir, plain_weights=plain)
+        done = run_demo(workdir, plain_weights=plain)
     except DEMO_ERRORS as exc:
         raise click.ClickException(f"demo failed: {exc}") from exc
     finally:
@@ -69,4 +76,13 @@ def demo(keep: bool, plain: bool) -> None:
             console.print(f"kept {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    console.print(f"[bold green]demo done in {time.perf_counter() - started:.1f} s[/bold green]")
+    seconds = time.perf_counter() - started
+    console.print(f"[bold green]demo done in {seconds:.1f} s[/bold green]")
+    if as_json:
+        summary = {
+            "seconds": round(seconds, 2),
+            "plain": plain,
+            "workdir": str(workdir) if keep else None,
+            "revisions": done.revisions,
+        }
+        click.echo(json.dumps(summary, indent=2))

@@ -91,7 +91,7 @@ def approve_adapters(demo: Demo) -> None:
 def promote_library(demo: Demo) -> None:
     ids = {capability: demo.adapters[capability]["id"] for capability in CAPABILITIES}
     result = demo.client("bob").promote(
-        "prod", ids, backbone=demo.backbone_root, order=list(CAPABILITIES)
+        "prod", ids, backbone=demo.backbone_root, order=list(CAPABILITIES), create=True
     )
     record(demo, result["revision"], f"gate passed ({len(result['gate']['checks'])} checks)")
 

@@ -91,6 +91,14 @@ class TokenCreated(Out):
     node_id: str | None = None
 
 
+class TokenPublic(Out):
+    id: int
+    name: str
+    role: Role
+    created_at: datetime
+    node_id: str | None = None
+
+
 class BlobPublic(Documented):
     digest: str
     size: int
@@ -149,8 +157,9 @@ class AdapterCreate(In):
     backbone: str = Field(max_length=64)
     parent_id: DbId | None = None
     label: str | None = Field(default=None, max_length=128)
-    files: dict[str, str]
+    files: dict[str, str]  # PEFT config and weights; README.md and training.json optional
     provenance: Provenance = Field(default_factory=Provenance)
+    tags: dict[str, str] = Field(default_factory=dict, description="key=value tags.")
 
 
 class AdapterPublic(Out):
@@ -170,6 +179,8 @@ class AdapterPublic(Out):
     provenance: dict[str, Any]
     created_by: str
     created_at: datetime
+    card: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
 
 
 class AdapterPage(Out):
@@ -277,6 +288,7 @@ class PromoteRequest(In):
     order: list[str] | None = None
     expected_revision: DbInt | None = None
     reason: str | None = Field(default=None, max_length=4096)
+    create: bool = Field(default=False, description="Create the channel if it does not exist.")
 
 
 class RollbackRequest(In):

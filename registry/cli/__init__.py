@@ -3,7 +3,8 @@
     errors.py    one line on stderr and an exit code for every failure (every package's CLI)
     options.py   --url / WEACT_URL, --token, --json, and `client_command`
     output.py    tables or JSON, transfer progress;  tables.py  the tables themselves
-    server.py    serve, db upgrade, token create|list (the database directly)
+    server.py    serve (checks the blob store first), db upgrade (the database directly)
+    tokens.py    token create|list|revoke (the registry with an admin token, else the database)
     catalog.py   backbone, capability
     adapters.py  adapter push|pull|list|show|lineage, approve, reject, revoke
     channels.py  promote, gate, rollback, channel list|show|revisions|wait

@@ -1,19 +1,44 @@
-"""`weact adapter push|pull|list|show|lineage` and `weact approve|reject|revoke`."""
+"""`weact adapter push|pull|list|show|lineage|tag` and `weact approve|reject|revoke`.
+
+A push carries the directory's README.md (model card) and training.json along; pushing
+bytes that a version already has answers with that version (`"existing": true`, a note on
+stderr), never a second one.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
+from registry import errors
 from registry.cli.options import client_command
 from registry.cli.output import Output, transfer_progress
 from registry.cli.tables import render_adapter, render_adapters, render_lineage
 from registry.client import RegistryClient
 
 STATES = ("candidate", "approved", "rejected", "revoked")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def parse_tags(ctx: click.Context, param: click.Parameter, values: Any) -> dict[str, str]:
+    """`KEY=VALUE` options into {key: value} (a key once)."""
+    tags: dict[str, str] = {}
+    for value in values:
+        key, sep, text = value.partition("=")
+        if not sep or not key or not text:
+            raise click.BadParameter(f"{value!r}: expected KEY=VALUE", ctx, param)
+        if key in tags:
+            raise click.BadParameter(f"tag {key!r} is given twice", ctx, param)
+        tags[key] = text
+    return tags
+
+
+def _tag_option(*decls: str, help: str) -> Callable[[F], F]:
+    return click.option(*decls, multiple=True, metavar="KEY=VALUE", callback=parse_tags, help=help)
 
 
 @click.group()
@@ -33,6 +58,7 @@ def adapter() -> None:
     default=None,
     help="JSON file with the training provenance.",
 )
+@_tag_option("--tag", "tags", help="A key=value tag (repeat).")
 @client_command()
 def adapter_push(
     client: RegistryClient,
@@ -43,20 +69,31 @@ def adapter_push(
     label: str | None,
     backbone_root: str | None,
     provenance: Path | None,
+    tags: dict[str, str],
 ) -> None:
-    """Upload a PEFT adapter DIRECTORY and register it as a candidate version."""
+    """Upload a PEFT adapter DIRECTORY (with its README.md and training.json, if there) and
+    register it as a candidate version; bytes already registered answer with that version."""
     stated = json.loads(provenance.read_text()) if provenance else None
     with transfer_progress(f"push {directory.name}") as progress:
-        created = client.push_adapter(
-            directory,
-            capability=capability,
-            backbone=backbone_root,
-            parent_id=parent_id,
-            label=label,
-            provenance=stated,
-            progress=progress,
-        )
-    out.show(created, render_adapter)
+        try:
+            created = client.push_adapter(
+                directory,
+                capability=capability,
+                backbone=backbone_root,
+                parent_id=parent_id,
+                label=label,
+                provenance=stated,
+                progress=progress,
+                tags=tags,
+            )
+        except errors.ConflictError as exc:
+            if not (isinstance(exc.detail, dict) and "adapter_id" in exc.detail):
+                raise
+            click.echo(f"Note: {exc.detail['message']}", err=True)
+            existing = client.get_adapter(int(exc.detail["adapter_id"]))
+            out.show({**existing, "existing": True}, render_adapter)
+            return
+    out.show({**created, "existing": False}, render_adapter)
 
 
 @adapter.command("pull")
@@ -76,6 +113,10 @@ def adapter_pull(client: RegistryClient, out: Output, adapter_id: int, to_dir: P
 @click.option("--state", type=click.Choice(STATES), default=None)
 @click.option("--limit", type=int, default=None)
 @click.option("--offset", type=int, default=None)
+@_tag_option("--tag", "tags", help="Only versions with this tag (repeat: all of them).")
+@click.option("--label", default=None, help="Only versions with this label.")
+@click.option("--parent", "parent_id", type=int, default=None, help="Only children of this id.")
+@click.option("--text", default=None, help="Only versions whose model card holds this text.")
 @client_command()
 def adapter_list(
     client: RegistryClient,
@@ -85,10 +126,22 @@ def adapter_list(
     state: Any,
     limit: int | None,
     offset: int | None,
+    tags: dict[str, str],
+    label: str | None,
+    parent_id: int | None,
+    text: str | None,
 ) -> None:
-    """List adapter versions."""
+    """List and search adapter versions (capability, state, tags, label, parent, card)."""
     page = client.list_adapters(
-        capability=capability, backbone=backbone_root, state=state, limit=limit, offset=offset
+        capability=capability,
+        backbone=backbone_root,
+        state=state,
+        limit=limit,
+        offset=offset,
+        tags=[f"{k}={v}" for k, v in tags.items()],
+        label=label,
+        parent_id=parent_id,
+        text=text,
     )
     out.show(page, lambda p: render_adapters(p["items"], f"{p['total']} adapter versions"))
 
@@ -99,6 +152,24 @@ def adapter_list(
 def adapter_show(client: RegistryClient, out: Output, adapter_id: int) -> None:
     """Show one adapter version."""
     out.show(client.get_adapter(adapter_id), render_adapter)
+
+
+@adapter.command("tag")
+@click.argument("adapter_id", type=int)
+@click.argument("tags", nargs=-1, callback=parse_tags, metavar="[KEY=VALUE]...")
+@click.option("--remove", multiple=True, metavar="KEY", help="Drop this tag (repeat).")
+@client_command()
+def adapter_tag(
+    client: RegistryClient,
+    out: Output,
+    adapter_id: int,
+    tags: dict[str, str],
+    remove: tuple[str, ...],
+) -> None:
+    """Set KEY=VALUE tags on an adapter version (and --remove others)."""
+    if not tags and not remove:
+        raise click.UsageError("give KEY=VALUE tags to set or --remove KEY")
+    out.show(client.tag_adapter(adapter_id, tags, remove), render_adapter)
 
 
 @adapter.command("lineage")

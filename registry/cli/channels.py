@@ -44,6 +44,12 @@ def _promotion_options(fn: F) -> F:
         click.option("--order", default=None, help="Hard order, comma separated."),
         click.option("--backbone", "backbone_root", default=None, help="Backbone root."),
         click.option("--expected-revision", type=int, default=None),
+        click.option(
+            "--create",
+            is_flag=True,
+            help="Create CHANNEL if it does not exist (without it, an unknown channel is an "
+            "error: a typo never makes a new channel).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -83,7 +89,8 @@ def promote(client: RegistryClient, out: Output, channel: str, **options: Any) -
 @_promotion_options
 @client_command(UncheckedError)
 def gate(client: RegistryClient, out: Output, channel: str, **options: Any) -> None:
-    """Dry-run the gate for a promotion: exit 0 pass, 1 fail, 2 could not check."""
+    """Dry-run the gate for a promotion: exit 0 pass, 1 fail, 2 could not check (an
+    unknown CHANNEL too, unless --create: the promotion would create it)."""
     report = client.gate(channel, **_promotion(**options))
     out.show(report, render_gate)
     if not report["passed"]:

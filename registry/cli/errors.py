@@ -9,15 +9,18 @@
 `fail_cleanly()` wraps a command so that the typed errors it can meet (those of
 `registry.errors` and `storage.errors`, `OSError`, plus the package's own tree passed as
 `also`: `RuntimeEngineError`, `TrainerError`) become a `CommandError`, which click prints as
-`Error: <one line>`. The runtime and the trainers use it too (they may import the registry's
-client side); `storage/cli.py` may import nothing of the project and keeps the same
-convention with click alone. Anything else is a bug and keeps its traceback.
+`Error: <one line>`. An error that has more to say (`details`, or the `problems` of an
+adapter that does not fit) says it on request: with `WEACT_DETAILS=1` each line of it goes
+to stderr before the one-line error. The runtime and the trainers use it too (they may
+import the registry's client side); `storage/cli.py` may import nothing of the project and
+keeps the same convention with click alone. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -80,6 +83,18 @@ def _detail_text(detail: Any) -> str:
     return json.dumps(detail, separators=(",", ":"))
 
 
+DETAILS_ENV = "WEACT_DETAILS"
+
+
+def details_of(exc: BaseException) -> list[str]:
+    """What an error can say beyond its one line: its `details` or `problems`."""
+    for name in ("details", "problems"):
+        value = getattr(exc, name, None)
+        if isinstance(value, list | tuple) and value:
+            return [str(v) for v in value]
+    return []
+
+
 HANDLED: tuple[type[Exception], ...] = (
     errors.RegistryError,
     StorageError,
@@ -105,7 +120,15 @@ def fail_cleanly(
             try:
                 return fn(*args, **kwargs)
             except handled as exc:
-                raise error(describe_error(exc)) from exc
+                more = details_of(exc)
+                if more and os.environ.get(DETAILS_ENV, "") not in ("", "0"):
+                    for line in more:
+                        click.echo(f"  {line}", err=True)
+                message = describe_error(exc)
+                cut = message.endswith("...") or hasattr(exc, "details")
+                if more and cut and not os.environ.get(DETAILS_ENV):
+                    message = f"{message} ({len(more)} details: set {DETAILS_ENV}=1)"
+                raise error(message) from exc
 
         return wrapper  # type: ignore[return-value]
 

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from registry.cli.options import client_command
 from registry.cli.output import Output
-from registry.cli.tables import short, text
+from registry.cli.tables import DIGESTS, full, text
 from registry.client import Node, RegistryClient
 
 
@@ -25,7 +25,11 @@ def render_nodes(nodes: Sequence[Node]) -> Table:
     table = Table(title=f"{len(nodes)} node(s)")
     columns = ("node", "channel", "serves", "head", "lag", "audit", "heartbeat", "stale", "library")
     for column in columns:
-        table.add_column(column, justify="right" if column in ("serves", "head", "lag") else "left")
+        table.add_column(
+            column,
+            justify="right" if column in ("serves", "head", "lag") else "left",
+            overflow="fold" if column in DIGESTS else "ellipsis",
+        )
     for n in nodes:
         table.add_row(
             n["id"],
@@ -36,7 +40,7 @@ def render_nodes(nodes: Sequence[Node]) -> Table:
             "ok" if n["audit_ok"] else "[red]FAILED[/red]",
             f"{n['heartbeat_age_s']:.0f} s ago",
             "[yellow]stale[/yellow]" if n["stale"] else "no",
-            short(n["library_digest"]),
+            full(n["library_digest"]),
         )
     return table
 

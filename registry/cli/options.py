@@ -62,13 +62,29 @@ def _resolve(ctx: click.Context, param: click.Parameter, value: str | None) -> s
         raise click.BadParameter(str(exc), ctx, param) from exc
 
 
-def registry_url_option(*decls: str, help: str = "Registry URL.") -> Callable[[F], F]:
-    """`--url`/`--registry` (give the declarations), read as the module docstring says."""
+def url_configured() -> bool:
+    """Whether a registry URL is configured in the environment (`$WEACT_URL` or a
+    deprecated variable), as opposed to the default."""
+    return any(os.environ.get(name) for name in (URL_ENV, *DEPRECATED_URL_ENVS))
+
+
+def _resolve_configured(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """Like `_resolve`, but None when neither the option nor the environment names one."""
+    if value is None and not url_configured():
+        return None
+    return _resolve(ctx, param, value)
+
+
+def registry_url_option(
+    *decls: str, help: str = "Registry URL.", configured_only: bool = False
+) -> Callable[[F], F]:
+    """`--url`/`--registry` (give the declarations), read as the module docstring says;
+    `configured_only`: None instead of the default when nothing names a registry."""
     return click.option(
         *decls,
         cls=RegistryUrlOption,
         default=None,
-        callback=_resolve,
+        callback=_resolve_configured if configured_only else _resolve,
         metavar="URL",
         help=f"{help} [default: ${URL_ENV}, else {DEFAULT_URL}]",
     )

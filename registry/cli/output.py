@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -13,13 +15,24 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 
 from registry.client import ProgressCallback
 
+PIPED_WIDTH = 400
+"""Columns of a table written to a pipe or file (rich's default there is 80, which cut
+digests); `$COLUMNS` still wins."""
+
+
+def stdout_console() -> Console:
+    """The console for results: the terminal's width, or wide when piped (a table never
+    cuts a digest: digest columns fold in a narrow terminal instead, see tables.py)."""
+    piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    return Console(width=PIPED_WIDTH if piped else None)
+
 
 class Output:
     """Prints results: JSON on stdout with `--json`, rich renderables otherwise."""
 
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
-        self.console = Console()
+        self.console = stdout_console()
 
     def show(self, data: Any, render: Callable[[Any], RenderableType]) -> None:
         if self.as_json:

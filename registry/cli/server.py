@@ -1,4 +1,4 @@
-"""Server-side commands: `weact serve`, `weact db upgrade`, `weact token create|list`.
+"""Server-side commands: `weact serve`, `weact db upgrade` (and the helpers of `tokens.py`).
 
 They talk to the database directly (`--database-url`/`WEACT_DATABASE_URL`, default the
 SQLite file under `./.weact/`) and import the server lazily, so the client commands stay
@@ -18,16 +18,13 @@ from typing import Any, TypeVar
 import click
 
 from registry.cli.errors import CommandError, fail_cleanly
-from registry.cli.options import json_option
-from registry.cli.output import Output
-from registry.cli.tables import render_rows
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 ROLES = ("reader", "publisher", "approver", "evaluator", "node", "admin")
 
 
-def _database_option(fn: F) -> F:
+def database_option(fn: F) -> F:
     return click.option(
         "--database-url",
         envvar="WEACT_DATABASE_URL",
@@ -52,7 +49,7 @@ def database_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _settings(**overrides: str | None) -> Any:
+def settings_of(**overrides: str | None) -> Any:
     from registry.settings import Settings
 
     given: dict[str, Any] = {key: value for key, value in overrides.items() if value}
@@ -60,7 +57,7 @@ def _settings(**overrides: str | None) -> Any:
 
 
 @click.command()
-@_database_option
+@database_option
 @click.option(
     "--store",
     "store_url",
@@ -95,15 +92,22 @@ def serve(
     log_level: str,
     workers: int | None,
 ) -> None:
-    """Migrate the database to head, then serve the registry API."""
-    from registry.api.app import create_app
+    """Check the blob store, migrate the database to head, then serve the registry API.
+
+    A store that cannot be used (an S3 bucket that does not exist, credentials that do not
+    work, a directory that is not writable) is one line on stderr and exit 1, before
+    anything else happens.
+    """
+    from registry.api.app import create_app, open_blob_store
     from registry.api.serving import default_workers, serve_registry, serve_workers
     from registry.db.migrate import upgrade
+    from storage import check_store
 
-    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    settings = _settings(
+    settings = settings_of(
         database_url=database_url, store_url=store_url, s3_endpoint_url=s3_endpoint_url
     )
+    check_store(open_blob_store(settings))  # before logging: a failure is one line
+    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     upgrade(settings.database_url)
     workers = workers or default_workers(settings.database_url)
     if workers == 1:
@@ -123,15 +127,23 @@ def db() -> None:
 
 
 @db.command("upgrade")
-@_database_option
+@database_option
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @fail_cleanly()
 @database_errors
-def db_upgrade(database_url: str | None) -> None:
+def db_upgrade(database_url: str | None, as_json: bool) -> None:
     """Migrate the database to the latest schema."""
+    from sqlalchemy.engine import make_url
+
     from registry.db.migrate import upgrade
 
-    upgrade(_settings(database_url=database_url).database_url)
-    click.echo("database at head", err=True)
+    url = settings_of(database_url=database_url).database_url
+    upgrade(url)
+    shown = make_url(url).render_as_string(hide_password=True)
+    if as_json:
+        click.echo(json.dumps({"database": shown, "at_head": True}, indent=2))
+    else:
+        click.echo(f"database at head: {shown}", err=True)
 
 
 def _has_schema(database_url: str) -> bool:
@@ -146,7 +158,7 @@ def _has_schema(database_url: str) -> bool:
         engine.dispose()
 
 
-def _ensure_schema(database_url: str) -> None:
+def ensure_schema(database_url: str) -> None:
     """Migrate a database that has no schema yet (a fresh `./.weact/`); else leave it."""
     if not _has_schema(database_url):
         from registry.db.migrate import upgrade
@@ -154,7 +166,7 @@ def _ensure_schema(database_url: str) -> None:
         upgrade(database_url)
 
 
-def _require_schema(database_url: str) -> None:
+def require_schema(database_url: str) -> None:
     """A database with the registry's schema, or `CommandError`; creates nothing."""
     from sqlalchemy.engine import make_url
 
@@ -165,58 +177,3 @@ def _require_schema(database_url: str) -> None:
     )
     if missing_file or not _has_schema(database_url):
         raise CommandError(f"no registry database at {shown} (give --database-url)")
-
-
-@click.group()
-def token() -> None:
-    """API tokens (in the database directly)."""
-
-
-@token.command("create")
-@click.option("--name", required=True, help="Principal name (one person, several tokens).")
-@click.option("--role", required=True, type=click.Choice(ROLES))
-@_database_option
-@json_option
-@fail_cleanly()
-@database_errors
-def token_create(name: str, role: str, database_url: str | None, as_json: bool) -> None:
-    """Create a token; it is printed once and only its hash is stored."""
-    from registry.db.session import session_scope
-    from registry.services.tokens import create_token
-
-    url = database_url or _settings().database_url
-    _ensure_schema(url)
-    with session_scope(url) as session:
-        info, secret = create_token(session=session, name=name, role=role)
-    created = {"id": info.id, "name": info.name, "role": str(info.role), "token": secret}
-    if as_json:
-        click.echo(json.dumps(created, indent=2))
-    else:
-        click.echo(f"token for {name} ({role}), shown once:", err=True)
-        click.echo(secret)
-
-
-@token.command("list")
-@_database_option
-@json_option
-@fail_cleanly()
-@database_errors
-def token_list(database_url: str | None, as_json: bool) -> None:
-    """List the tokens that are not revoked: id, name, role, created (never a secret)."""
-    from sqlalchemy.engine import make_url
-
-    from registry.db.session import session_scope
-    from registry.services.tokens import list_tokens
-
-    url = database_url or _settings().database_url
-    _require_schema(url)
-    with session_scope(url, write=False) as session:
-        infos = list_tokens(session=session)
-    rows = [
-        {"id": t.id, "name": t.name, "role": str(t.role), "created_at": t.created_at.isoformat()}
-        for t in infos
-    ]
-    title = f"tokens in {make_url(url).render_as_string(hide_password=True)}"
-    Output(as_json).show(
-        rows, lambda r: render_rows(r, ("id", "name", "role", "created_at"), title)
-    )

@@ -5,13 +5,27 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 
 from registry.client import Adapter, GateCheck, GateReport, Lineage, Revision
 
+DIGESTS = {"manifest", "library", "backbone", "root", "digest",
+           "dataset_digest", "library_digest"}  # fmt: skip
+"""Columns that hold a digest: shown whole, folded (never cut) in a narrow terminal."""
 
-def short(digest: str | None, n: int = 12) -> str:
-    return digest[:n] if digest else "-"
+
+def full(digest: str | None) -> str:
+    return digest or "-"
+
+
+def table(*columns: str, title: str | None = None, caption: str | None = None) -> Table:
+    """A table whose digest columns are never cut (`overflow="fold"`, no ellipsis)."""
+    made = Table(title=title, caption=caption)
+    for column in columns:
+        digest = column in DIGESTS
+        made.add_column(column, overflow="fold" if digest else "ellipsis", min_width=8)
+    return made
 
 
 def text(value: Any) -> str:
@@ -20,29 +34,27 @@ def text(value: Any) -> str:
 
 def fields(pairs: Sequence[tuple[str, Any]]) -> Table:
     grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
     for key, value in pairs:
         grid.add_row(key, text(value))
     return grid
 
 
 def render_adapters(items: Sequence[Adapter], title: str | None = None) -> Table:
-    table = Table(title=title)
-    for column in ("id", "name", "label", "state", "rank", "parent", "manifest", "by"):
-        table.add_column(column)
+    out = table("id", "name", "label", "state", "rank", "parent", "manifest", "by", title=title)
     for a in items:
-        table.add_row(
+        out.add_row(
             str(a["id"]),
             a["name"],
             text(a["label"]),
             a["state"],
             str(a["rank"]),
             text(a["parent_id"]),
-            short(a["manifest_root"]),
+            full(a["manifest_root"]),
             a["created_by"],
         )
-    return table
+    return out
 
 
 def render_adapter(a: Adapter) -> Table:
@@ -58,59 +70,70 @@ def render_adapter(a: Adapter) -> Table:
             ("targets", ", ".join(a["target_modules"])),
             ("manifest", a["manifest_root"]),
             *((f"file {name}", digest) for name, digest in sorted(a["files"].items())),
+            ("tags", " ".join(f"{k}={v}" for k, v in sorted(a.get("tags", {}).items())) or None),
+            ("card", _card_head(a.get("card"))),
             ("created", f"{a['created_by']} at {a['created_at']}"),
         ]
     )
 
 
+def _card_head(card: str | None) -> str | None:
+    """The model card's first non-empty line and its length (the whole card: --json)."""
+    if not card:
+        return None
+    lines = card.splitlines()
+    first = next((line.strip() for line in lines if line.strip()), "")
+    return f"{first} ({len(lines)} lines)"
+
+
 def render_lineage(lineage: Lineage) -> Table:
     rows = [("ancestor", a) for a in lineage["ancestors"]]
     rows += [("this", lineage["adapter"])] + [("descendant", a) for a in lineage["descendants"]]
-    table = Table(title=f"lineage of {lineage['adapter']['name']}")
-    for column in ("relation", "id", "name", "label", "state", "parent", "manifest"):
-        table.add_column(column)
+    columns = ("relation", "id", "name", "label", "state", "parent", "manifest")
+    out = table(*columns, title=f"lineage of {lineage['adapter']['name']}")
     for relation, a in rows:
-        table.add_row(
+        out.add_row(
             relation,
             str(a["id"]),
             a["name"],
             text(a["label"]),
             a["state"],
             text(a["parent_id"]),
-            short(a["manifest_root"]),
+            full(a["manifest_root"]),
         )
-    return table
+    return out
 
 
-def render_revision(rev: Revision) -> Table:
-    table = Table(
-        title=f"{rev['channel']} r{rev['revision']}  library {short(rev['library_digest'])}"
-        f"  backbone {short(rev['backbone'])}  order {','.join(rev['order']) or '-'}",
-        caption=f"by {rev['created_by']} at {rev['created_at']}"
-        + (f": {rev['reason']}" if rev["reason"] else ""),
+def render_revision(rev: Revision) -> Group:
+    head = fields(
+        [
+            ("channel", f"{rev['channel']} r{rev['revision']}"),
+            ("library", rev["library_digest"]),
+            ("backbone", rev["backbone"]),
+            ("order", ",".join(rev["order"]) or "-"),
+            ("by", f"{rev['created_by']} at {rev['created_at']}"),
+            *([("reason", rev["reason"])] if rev["reason"] else []),
+        ]
     )
-    for column in ("capability", "adapter", "id", "manifest"):
-        table.add_column(column)
+    out = table("capability", "adapter", "id", "manifest")
     for capability, entry in sorted(rev["library"].items()):
-        table.add_row(capability, entry["name"], str(entry["adapter_id"]), entry["manifest_root"])
-    return table
+        out.add_row(capability, entry["name"], str(entry["adapter_id"]), entry["manifest_root"])
+    return Group(head, out)
 
 
 def render_revisions(revs: Sequence[Revision]) -> Table:
-    table = Table()
-    for column in ("channel", "revision", "library", "adapters", "order", "by", "reason"):
-        table.add_column(column)
+    out = table("channel", "revision", "library", "adapters", "order", "by", "reason")
     for rev in revs:
-        table.add_row(
+        out.add_row(
             rev["channel"],
             str(rev["revision"]),
-            short(rev["library_digest"]),
+            full(rev["library_digest"]),
             " ".join(entry["name"] for _, entry in sorted(rev["library"].items())),
             ",".join(rev["order"]) or "-",
             rev["created_by"],
             text(rev["reason"]),
         )
-    return table
+    return out
 
 
 def _interval(check: GateCheck) -> str:
@@ -148,9 +171,7 @@ def render_gate(report: GateReport) -> Table:
 def render_rows(
     rows: Sequence[Mapping[str, Any]], columns: Sequence[str], title: str | None = None
 ) -> Table:
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column)
+    out = table(*columns, title=title)
     for row in rows:
-        table.add_row(*(text(row.get(column)) for column in columns))
-    return table
+        out.add_row(*(text(row.get(column)) for column in columns))
+    return out

@@ -33,6 +33,7 @@ from registry.client.records import (
     Revision,
     State,
     TokenCreated,
+    TokenInfo,
 )
 from registry.client.transfers import (
     ADAPTER_FILES,
@@ -66,6 +67,7 @@ __all__ = [
     "Revision",
     "State",
     "TokenCreated",
+    "TokenInfo",
     "raise_for_error",
     "sha256_of_file",
     "translate",

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from registry import errors
 from registry.client.endpoints import Endpoints
-from registry.client.records import Adapter
+from registry.client.records import Adapter, TokenInfo
 from registry.client.transfers import (
-    ADAPTER_FILES,
     CHUNK_SIZE,
     ProgressCallback,
     adapter_paths,
@@ -100,11 +99,14 @@ class RegistryClient(Endpoints):
         label: str | None = None,
         provenance: Mapping[str, Any] | None = None,
         progress: ProgressCallback | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Adapter:
-        """Upload a PEFT directory's two files and register them as a new adapter version.
+        """Upload a PEFT directory's files and register them as a new adapter version: its
+        two PEFT files, and its `README.md` (model card) and `training.json` when present.
 
         `backbone` is the backbone's manifest root; when omitted, the registry's only
-        backbone is used (several backbones make it required).
+        backbone is used (several backbones make it required). Bytes a version already has
+        are `ConflictError` naming it (`detail["adapter_id"]`).
         """
         paths = adapter_paths(Path(directory))
         root = backbone or self._only_backbone_root()
@@ -116,6 +118,7 @@ class RegistryClient(Endpoints):
             parent_id=parent_id,
             label=label,
             provenance=provenance,
+            tags=tags,
         )
 
     def _only_backbone_root(self) -> str:
@@ -141,6 +144,28 @@ class RegistryClient(Endpoints):
         adapter = self.get_adapter(adapter_id)
         target = Path(to_dir)
         with staged_directory(target) as staging:
-            for name in ADAPTER_FILES:
-                self.download_blob(adapter["files"][name], staging / name, progress)
+            for name, digest in sorted(adapter["files"].items()):  # the card, training.json too
+                if name in (".", "..") or Path(name).name != name or "\\" in name:
+                    raise errors.UnexpectedResponseError(f"adapter file name {name!r}")
+                self.download_blob(digest, staging / name, progress)
         return target
+
+    # -- tokens and tags (admin, publisher) ---------------------------------------
+
+    def list_tokens(self) -> list[TokenInfo]:
+        """The tokens that are not revoked (admin): id, name, role, created; no secrets."""
+        return cast(list[TokenInfo], self._get("/tokens"))
+
+    def revoke_token(self, token_id: int) -> TokenInfo:
+        """Revoke a token (admin); refused from its next request on."""
+        return cast(TokenInfo, self._post(f"/tokens/{token_id}/revoke", {}))
+
+    def tag_adapter(
+        self,
+        adapter_id: int,
+        put: Mapping[str, str] | None = None,
+        remove: Sequence[str] = (),
+    ) -> Adapter:
+        """Set `put` and remove the keys `remove` among a version's tags."""
+        body = {"set": dict(put or {}), "remove": list(remove)}
+        return cast(Adapter, self._post(f"/adapters/{adapter_id}/tags", body))

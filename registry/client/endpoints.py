@@ -135,8 +135,13 @@ class Endpoints:
         parent_id: int | None = None,
         label: str | None = None,
         provenance: Mapping[str, Any] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Adapter:
-        """`POST /v1/adapters` for files already uploaded (digests by file name)."""
+        """`POST /v1/adapters` for files already uploaded (digests by file name).
+
+        Bytes that a version of the capability already has are `ConflictError` whose
+        detail names it (`adapter_id`, `name`): never a silent duplicate.
+        """
         body = {
             "capability": capability,
             "backbone": backbone,
@@ -144,6 +149,7 @@ class Endpoints:
             "label": label,
             "files": dict(files),
             "provenance": provenance_body(provenance),
+            "tags": dict(tags or {}),
         }
         return cast(Adapter, self._post("/adapters", body))
 
@@ -155,7 +161,13 @@ class Endpoints:
         state: State | None = None,
         limit: int | None = None,
         offset: int | None = None,
+        tags: Sequence[str] | None = None,
+        label: str | None = None,
+        parent_id: int | None = None,
+        text: str | None = None,
     ) -> AdapterPage:
+        """Versions by capability, backbone, state, `KEY=VALUE` tags (all must match),
+        label, parent and text in the model card; oldest first."""
         page = self._get(
             "/adapters",
             capability=capability,
@@ -163,6 +175,10 @@ class Endpoints:
             state=state,
             limit=limit,
             offset=offset,
+            tag=list(tags) if tags else None,
+            label=label,
+            parent=parent_id,
+            q=text,
         )
         return cast(AdapterPage, page)
 
@@ -300,9 +316,11 @@ class Endpoints:
         backbone: str | None = None,
         order: Sequence[str] | None = None,
         expected_revision: int | None = None,
+        create: bool = False,
     ) -> GateReport:
-        """Dry run of a promotion: the gate report, nothing written."""
-        body = _promote_request(adapters, backbone, order, expected_revision, None)
+        """Dry run of a promotion: the gate report, nothing written (`create`: the
+        promotion would create the channel; without it an unknown channel is not found)."""
+        body = _promote_request(adapters, backbone, order, expected_revision, None, create)
         return cast(GateReport, self._post(f"/channels/{channel}/gate", body))
 
     def promote(
@@ -314,13 +332,16 @@ class Endpoints:
         order: Sequence[str] | None = None,
         expected_revision: int | None = None,
         reason: str | None = None,
+        create: bool = False,
     ) -> PromoteResult:
         """Merge `adapters` into the channel's library as a new revision (gate first).
 
-        `backbone` is needed for a new channel only when the adapters do not name one
-        between them. A failed gate raises `GateFailedError` whose detail is the gate report.
+        A channel that does not exist is `NotFoundError` unless `create` is given (a typo
+        never makes a new channel). `backbone` is needed for a new channel only when the
+        adapters do not name one between them. A failed gate raises `GateFailedError` whose
+        detail is the gate report.
         """
-        body = _promote_request(adapters, backbone, order, expected_revision, reason)
+        body = _promote_request(adapters, backbone, order, expected_revision, reason, create)
         result = cast(PromoteResult, self._post(f"/channels/{channel}/promote", body))
         self.seen.saw_revision(result["revision"])
         return result
@@ -371,8 +392,10 @@ def _promote_request(
     order: Sequence[str] | None,
     expected_revision: int | None,
     reason: str | None,
+    create: bool = False,
 ) -> dict[str, Any]:
     return {
+        "create": create,
         "backbone": backbone,
         "adapters": dict(adapters),
         "order": list(order) if order is not None else None,

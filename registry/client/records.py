@@ -27,6 +27,14 @@ class TokenCreated(TypedDict):
     node_id: str | None
 
 
+class TokenInfo(TypedDict):
+    id: int
+    name: str
+    role: Role
+    created_at: str
+    node_id: str | None
+
+
 class Backbone(TypedDict):
     id: int
     name: str
@@ -60,6 +68,8 @@ class Adapter(TypedDict):
     provenance: dict[str, Any]
     created_by: str
     created_at: str
+    card: str | None
+    tags: dict[str, str]
 
 
 class AdapterPage(TypedDict):

@@ -22,6 +22,9 @@ from registry import errors
 CHUNK_SIZE = 1024 * 1024
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 """The two files of a standard PEFT LoRA directory that the registry stores."""
+EXTRA_FILES = ("README.md", "training.json")
+"""Files beside them that travel with a version when present: the model card, the
+training metadata (`weact train`)."""
 
 ProgressCallback = Callable[[int, int], None]
 """Called with (bytes done, bytes total) as a transfer advances."""
@@ -86,7 +89,8 @@ def adapter_paths(directory: Path) -> dict[str, Path]:
         raise errors.InvalidError(
             f"{directory} is not a PEFT adapter directory: missing {', '.join(missing)}"
         )
-    return paths
+    extra = {name: directory / name for name in EXTRA_FILES if (directory / name).is_file()}
+    return paths | extra
 
 
 @contextmanager

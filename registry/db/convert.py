@@ -74,6 +74,8 @@ def to_adapter(row: SqlAdapterVersion) -> AdapterVersion:
         provenance=dict(row.provenance),
         created_by=row.created_by,
         created_at=row.created_at,
+        card=row.card,
+        tags={tag.key: tag.value for tag in row.tags},
     )
 
 

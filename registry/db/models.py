@@ -13,6 +13,7 @@ from sqlalchemy import (
     Dialect,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -107,7 +108,17 @@ class SqlCapability(Base):
 
 class SqlAdapterVersion(Base):
     __tablename__ = "adapter_versions"
-    __table_args__ = (UniqueConstraint("capability_id", "backbone_id", "version"),)
+    __table_args__ = (
+        UniqueConstraint("capability_id", "backbone_id", "version"),
+        # identical bytes are one version (per capability and backbone); NULLs never clash
+        Index(
+            "ix_adapter_versions_content",
+            "capability_id",
+            "backbone_id",
+            "content_digest",
+            unique=True,
+        ),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     capability_id: Mapped[int] = mapped_column(ForeignKey("capabilities.id"), index=True)
@@ -132,9 +143,29 @@ class SqlAdapterVersion(Base):
     decided_by: Mapped[str | None] = mapped_column(String(128), default=None)
     decided_at: Mapped[datetime | None] = mapped_column(default=None)
     reason: Mapped[str | None] = mapped_column(Text, default=None)
+    card: Mapped[str | None] = mapped_column(Text, default=None)  # README.md, searchable
+    content_digest: Mapped[str | None] = mapped_column(DIGEST, default=None)
 
     capability: Mapped[SqlCapability] = relationship(lazy="joined", innerjoin=True)
     backbone: Mapped[SqlBackbone] = relationship(lazy="joined", innerjoin=True)
+    tags: Mapped[list[SqlAdapterTag]] = relationship(
+        lazy="selectin", cascade="all, delete-orphan", order_by="SqlAdapterTag.key"
+    )
+
+
+class SqlAdapterTag(Base):
+    """A `key=value` tag of an adapter version (one value per key)."""
+
+    __tablename__ = "adapter_tags"
+    __table_args__ = (
+        UniqueConstraint("adapter_id", "key"),
+        Index("ix_adapter_tags_key_value", "key", "value"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    adapter_id: Mapped[int] = mapped_column(ForeignKey("adapter_versions.id"), index=True)
+    key: Mapped[str] = mapped_column(String(64))
+    value: Mapped[str] = mapped_column(String(256))
 
 
 class SqlChannel(Base):

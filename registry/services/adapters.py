@@ -1,8 +1,16 @@
-"""Adapter versions: register (with the fit checks), list, show, lineage."""
+"""Adapter versions: register (with the fit checks), list and search, show, lineage.
+
+A version's files are its PEFT pair (`adapter_config.json`, `adapter_model.safetensors`)
+and, when the directory has them, its model card (`README.md`, also kept as text for search
+and the web UI) and training metadata (`training.json`): all travel with it and come back on
+pull. Identical bytes (the same config and weights) are one version per capability and
+backbone: registering them again is a 409 `conflict` whose detail names the version.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, select
@@ -10,9 +18,10 @@ from sqlalchemy.orm import Session
 
 from registry.audit import append_event
 from registry.db.convert import to_adapter
-from registry.db.models import SqlAdapterVersion, SqlBackbone, SqlCapability
+from registry.db.models import SqlAdapterTag, SqlAdapterVersion, SqlBackbone, SqlCapability
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page, Principal
 from registry.errors import (
+    ConflictError,
     DigestMismatchError,
     IncompatibleAdapterError,
     InvalidError,
@@ -24,12 +33,17 @@ from registry.services.capabilities import find_capability_row
 from registry.services.fit import check_fit, read_config
 from registry.services.gc import guard_blobs
 from registry.services.retry import with_retries
+from registry.services.tags import check_tags, search_filters
 from storage import BlobStore, InvalidSafetensorsError, Manifest, manifest_of_stream
 from storage import DigestMismatchError as StorageDigestMismatch
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
 REQUIRED_FILES = (CONFIG_FILE, WEIGHTS_FILE)
+CARD_FILE = "README.md"
+TRAINING_FILE = "training.json"
+ALLOWED_FILES = (*REQUIRED_FILES, CARD_FILE, TRAINING_FILE)
+MAX_CARD_BYTES = 256 * 1024
 MAX_PAGE = 1000
 
 
@@ -43,6 +57,7 @@ class AdapterDraft:
     parent_id: int | None = None
     label: str | None = None
     provenance: dict[str, Any] | None = None
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 def _check_files(store: BlobStore, files: dict[str, str]) -> None:
@@ -52,7 +67,54 @@ def _check_files(store: BlobStore, files: dict[str, str]) -> None:
     for name, digest in sorted(files.items()):
         if "/" in name or "\\" in name or name.startswith(".") or not name:
             raise InvalidError(f"invalid file name {name!r}: plain file names only")
+        if name not in ALLOWED_FILES:
+            raise InvalidError(f"unexpected file {name!r}: one of {list(ALLOWED_FILES)}")
         require_blob(store=store, digest=digest, what=name)
+
+
+def content_digest(files: dict[str, str]) -> str:
+    """The identity of an adapter's bytes: sha256 over its config's and weights' digests
+    (the card and training metadata describe it; they do not make it another adapter)."""
+    body = f"{files.get(CONFIG_FILE, '')}\n{files.get(WEIGHTS_FILE, '')}"
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _read_card(store: BlobStore, files: dict[str, str]) -> str | None:
+    digest = files.get(CARD_FILE)
+    if digest is None:
+        return None
+    if store.size(digest) > MAX_CARD_BYTES:
+        raise InvalidError(f"{CARD_FILE} is larger than {MAX_CARD_BYTES} bytes")
+    try:
+        text = store.get(digest).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidError(f"{CARD_FILE} is not UTF-8 text: {exc}") from exc
+    if "\x00" in text:
+        raise InvalidError(f"{CARD_FILE} is not text (it holds NUL characters)")
+    return text
+
+
+def _check_new_content(
+    session: Session, capability: SqlCapability, backbone: SqlBackbone, digest: str
+) -> None:
+    """`ConflictError` naming the version that already has these bytes, if one does."""
+    twin = session.scalar(
+        select(SqlAdapterVersion).where(
+            SqlAdapterVersion.capability_id == capability.id,
+            SqlAdapterVersion.backbone_id == backbone.id,
+            SqlAdapterVersion.content_digest == digest,
+        )
+    )
+    if twin is not None:
+        name = f"{capability.name}@{twin.version}"
+        raise ConflictError(
+            {
+                "message": f"identical bytes are already {name} (id {twin.id}); "
+                "nothing was registered",
+                "adapter_id": twin.id,
+                "name": name,
+            }
+        )
 
 
 def _read_manifest(store: BlobStore, digest: str) -> Manifest:
@@ -106,8 +168,12 @@ def register_adapter(
     backbone_weights = backbone_manifest(store=store, manifest_digest=backbone.manifest_digest)
     config = check_fit(raw_config, manifest, backbone_weights).config
     _check_parent(session, draft.parent_id, capability, backbone)
+    card = _read_card(store, draft.files)
+    tags = check_tags(draft.tags)
+    identity = content_digest(draft.files)
 
     def insert() -> SqlAdapterVersion:
+        _check_new_content(session, capability, backbone, identity)  # again after a race
         row = SqlAdapterVersion(
             capability=capability,
             backbone=backbone,
@@ -123,6 +189,9 @@ def register_adapter(
             provenance=draft.provenance or {},
             created_by=actor.name,
             created_by_id=actor.principal_id,
+            card=card,
+            content_digest=identity,
+            tags=[SqlAdapterTag(key=k, value=v) for k, v in tags.items()],
         )
         session.add(row)
         session.flush()
@@ -141,6 +210,7 @@ def register_adapter(
             "manifest_root": adapter.manifest_root,
             "files": adapter.files,
             "parent_id": adapter.parent_id,
+            "tags": adapter.tags,
         },
     )
     return adapter
@@ -165,8 +235,13 @@ def list_adapters(
     state: str | None = None,
     limit: int = 100,
     offset: int = 0,
+    tags: list[str] | None = None,
+    label: str | None = None,
+    parent_id: int | None = None,
+    text: str | None = None,
 ) -> Page:
-    """Adapters filtered by capability name, backbone root and state, oldest first."""
+    """Adapters filtered by capability name, backbone root, state, `key=value` tags (all),
+    label, parent and text in the model card; oldest first."""
     if not 1 <= limit <= MAX_PAGE or offset < 0:
         raise InvalidError(f"limit must be 1..{MAX_PAGE} and offset >= 0")
     if state is not None and state not in {s.value for s in AdapterState}:
@@ -178,6 +253,7 @@ def list_adapters(
         query = query.join(SqlAdapterVersion.backbone).where(SqlBackbone.root == backbone)
     if state is not None:
         query = query.where(SqlAdapterVersion.state == state)
+    query = search_filters(query, tags=tags or (), label=label, parent_id=parent_id, text=text)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     rows = session.scalars(query.order_by(SqlAdapterVersion.id).limit(limit).offset(offset))
     return Page(items=[to_adapter(r) for r in rows], total=total)

@@ -77,6 +77,7 @@ class PromoteRequest:
     order: list[str] | None
     expected_revision: int | None = None
     reason: str | None = None
+    create: bool = False  # a channel that does not exist is created only when asked
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,11 @@ def _check_order(session: Session, order: list[str]) -> list[str]:
 
 def _plan(session: Session, request: PromoteRequest) -> _Plan:
     channel = channel_row(session, request.channel)
+    if channel is None and not request.create:
+        raise NotFoundError(
+            f"channel {request.channel!r} does not exist (create it explicitly: create=true, "
+            "`weact promote --create`)"
+        )
     backbone = _resolve_backbone(session, channel, request.backbone, request.adapters)
     current = head_row(session, channel)
     number = current.revision if current is not None else 0

@@ -11,7 +11,7 @@ one it reports as (trust on first use). It can never report as another node.
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from registry.audit import append_event
@@ -19,7 +19,13 @@ from registry.auth import generate_token, hash_token
 from registry.db.convert import to_token
 from registry.db.models import SqlPrincipal, SqlToken
 from registry.domain import Principal, Role, TokenInfo
-from registry.errors import ForbiddenError, InvalidError, UnauthorizedError
+from registry.errors import (
+    ForbiddenError,
+    InvalidError,
+    InvalidStateError,
+    NotFoundError,
+    UnauthorizedError,
+)
 from registry.names import check_node_id
 from registry.services.retry import with_retries
 
@@ -94,6 +100,30 @@ def list_tokens(*, session: Session) -> list[TokenInfo]:
     """The tokens that are not revoked, oldest first (their hashes stay in the database)."""
     query = select(SqlToken).where(SqlToken.revoked_at.is_(None)).order_by(SqlToken.id)
     return [to_token(row) for row in session.scalars(query)]
+
+
+def revoke_token(*, session: Session, token_id: int, actor: str = SYSTEM_ACTOR) -> TokenInfo:
+    """Revoke a token (one conditional update: of two racing revokes one wins, the other
+    is ``InvalidStateError``); it is refused from the next request on."""
+    row = session.get(SqlToken, token_id)
+    if row is None:
+        raise NotFoundError(f"token {token_id} not found")
+    done = session.execute(
+        update(SqlToken)
+        .where(SqlToken.id == token_id, SqlToken.revoked_at.is_(None))
+        .values(revoked_at=func.now())
+        .execution_options(synchronize_session=False)
+    )
+    if done.rowcount != 1:  # type: ignore[attr-defined]
+        raise InvalidStateError(f"token {token_id} ({row.name}) is already revoked")
+    append_event(
+        session,
+        actor=actor,
+        action="token.revoke",
+        subject=f"token:{token_id}",
+        payload={"name": row.name, "role": row.role},
+    )
+    return to_token(row)
 
 
 def authenticate(*, session: Session, token: str | None) -> Principal:

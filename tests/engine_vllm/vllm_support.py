@@ -142,7 +142,7 @@ def publish(registry: Any, adapter_dir: Mapping[str, Path], backbone: Path) -> d
         assert pushed["name"] == version
         adapters[version] = bob.approve(pushed["id"])
     ids = {"plan": adapters["plan@1"]["id"], "write": adapters["write@1"]["id"]}
-    bob.promote("prod", ids, backbone=root["root"], order=["plan", "write"])
+    bob.promote("prod", ids, backbone=root["root"], order=["plan", "write"], create=True)
     tokens = {
         role: admin.create_token(name=f"vllm-{role}", role=role)["token"]
         for role in ("reader", "node", "approver")

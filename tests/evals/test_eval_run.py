@@ -80,4 +80,4 @@ def _token(database_url: str, name: str, role: str) -> str:
         ],
     )
     assert result.exit_code == 0, result.output
-    return str(json.loads(result.output)["token"])
+    return str(json.loads(result.stdout)["token"])

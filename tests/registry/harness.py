@@ -159,7 +159,7 @@ class World:
         return dict(self.api.ok("POST", f"/adapters/{adapter['id']}/approve", "approver", json={}))
 
     def promote(self, adapters: dict[str, int | None], **extra: Any) -> dict[str, Any]:
-        body = {"backbone": self.backbone, "adapters": adapters, **extra}
+        body = {"backbone": self.backbone, "adapters": adapters, "create": True, **extra}
         return dict(self.api.ok("POST", "/channels/prod/promote", "approver", json=body))
 
 

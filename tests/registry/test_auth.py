@@ -62,13 +62,13 @@ def _evaluation(w: World) -> Request:
 
 
 def _promote(w: World) -> Request:
-    body = {"backbone": w.backbone, "adapters": {"plan": _approved_id(w)}}
+    body = {"backbone": w.backbone, "adapters": {"plan": _approved_id(w)}, "create": True}
     return "POST", "/channels/prod/promote", {"json": body}
 
 
 def _rollback(w: World) -> Request:
     for _seed in range(2):
-        body = {"backbone": w.backbone, "adapters": {"plan": _approved_id(w)}}
+        body = {"backbone": w.backbone, "adapters": {"plan": _approved_id(w)}, "create": True}
         w.api.ok("POST", "/channels/prod/promote", "admin", json=body)
     return "POST", "/channels/prod/rollback", {"json": {"to_revision": 1}}
 

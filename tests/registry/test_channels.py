@@ -84,7 +84,7 @@ def test_promote_only_approved_adapters_of_the_backbone(world: World) -> None:
     api = world.api
     candidate = world.adapter("plan", 1)
     before = api.counts()
-    body = {"backbone": world.backbone, "adapters": {"plan": candidate["id"]}}
+    body = {"backbone": world.backbone, "adapters": {"plan": candidate["id"]}, "create": True}
     api.fails(409, "invalid_state", "POST", "/channels/prod/promote", "approver", json=body)
     body["adapters"] = {"write": candidate["id"]}
     api.fails(422, "invalid", "POST", "/channels/prod/promote", "approver", json=body)
@@ -146,7 +146,7 @@ def test_revoke_takes_adapter_out_of_every_channel(world: World) -> None:
     api = world.api
     plan, write = world.approved("plan"), world.approved("write")
     world.promote({"plan": plan["id"], "write": write["id"]})
-    body = {"backbone": world.backbone, "adapters": {"write": write["id"]}}
+    body = {"backbone": world.backbone, "adapters": {"write": write["id"]}, "create": True}
     api.ok("POST", "/channels/staging/promote", "approver", json=body)
     api.ok("POST", f"/adapters/{write['id']}/revoke", "approver", json={"reason": "leaks"})
     prod = api.ok("GET", "/channels/prod", "reader")
@@ -169,9 +169,16 @@ def test_promote_that_changes_nothing_is_refused(world: World) -> None:
 
 
 def test_same_weights_under_a_new_version_are_a_new_revision(world: World) -> None:
-    files = world.api.upload_adapter(seed=3)
+    api = world.api
+    files = api.upload_adapter(seed=3)
     v1 = world.approved("write", files=files)
-    v2 = world.approved("write", files=files)  # identical bytes, new version
+    body = api.adapter_body("write", world.backbone, files=files)  # the very same bytes
+    assert (
+        api.fails(409, "conflict", "POST", "/adapters", "publisher", json=body)["adapter_id"]
+        == v1["id"]
+    )
+    config = api.store.get(files["adapter_config.json"]) + b"\n"  # written differently
+    v2 = world.approved("write", files={**files, "adapter_config.json": api.put_blob(config)})
     first = world.promote({"write": v1["id"]})["revision"]
     second = world.promote({"write": v2["id"]})["revision"]
     assert second["revision"] == 2

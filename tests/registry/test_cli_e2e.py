@@ -148,10 +148,10 @@ def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
     assert {a["state"] for a in approved} == {"approved"}
 
     assignments = [arg for cap in caps for arg in ("--adapter", f"{cap}={ids[cap]}")]
-    assert cli.run("gate", "prod", *assignments, token=bob).returncode == 0
-    first = cli.ok("promote", "prod", *assignments, "--order", "plan,search,write", token=bob)[
-        "revision"
-    ]
+    assert cli.run("gate", "prod", *assignments, token=bob).returncode == 2  # no channel yet
+    assert cli.run("gate", "prod", "--create", *assignments, token=bob).returncode == 0
+    order = ("--order", "plan,search,write")
+    first = cli.ok("promote", "prod", "--create", *assignments, *order, token=bob)["revision"]
     assert first["revision"] == 1
     assert first["order"] == list(caps)
     assert {cap: entry["adapter_id"] for cap, entry in first["library"].items()} == ids
@@ -364,7 +364,7 @@ def test_gate_refuses_a_regression_with_exit_code_1(sqlite_cli: Cli, tmp_path: P
         ids.append(cli.ok("adapter", "push", path, "--capability", "write", token=alice)["id"])
         cli.ok("approve", str(ids[-1]), token=bob)
     serving, candidate = ids
-    cli.ok("promote", "prod", "--adapter", f"write={serving}", token=bob)
+    cli.ok("promote", "prod", "--create", "--adapter", f"write={serving}", token=bob)
 
     with RegistryClient(cli.registry.url, bob) as client:
         client.create_benchmark(

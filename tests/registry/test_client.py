@@ -317,7 +317,9 @@ def test_lifecycle_errors_from_the_app(live: LiveRegistry, world: World, tmp_pat
     assert bob.approve(plan["id"])["state"] == "approved"
     with pytest.raises(errors.InvalidStateError):
         bob.approve(plan["id"])
-    bob.promote("prod", {"plan": plan["id"]}, backbone=world.backbone_root)
+    with pytest.raises(errors.NotFoundError, match="does not exist"):
+        bob.promote("prod", {"plan": plan["id"]}, backbone=world.backbone_root)
+    bob.promote("prod", {"plan": plan["id"]}, backbone=world.backbone_root, create=True)
     with pytest.raises(errors.RevisionConflictError):
         bob.promote("prod", {"plan": plan["id"]}, expected_revision=7)
     assert [r["revision"] for r in bob.channel_revisions("prod")] == [1]
@@ -329,7 +331,9 @@ def test_a_failed_gate_carries_its_report(live: LiveRegistry, world: World) -> N
     for label, cap in (("plan", "plan"), ("write", "write"), ("write2", "write")):
         ids[label] = alice.push_adapter(world.adapter_dirs[label], capability=cap)["id"]
         bob.approve(ids[label])
-    first = bob.promote("prod", {"plan": ids["plan"], "write": ids["write"]})["revision"]
+    first = bob.promote("prod", {"plan": ids["plan"], "write": ids["write"]}, create=True)[
+        "revision"
+    ]
     bob.create_benchmark(
         name="old-tasks",
         version=1,
@@ -365,7 +369,7 @@ def _promoted_prod(live: LiveRegistry, world: World) -> tuple[RegistryClient, di
     for label, cap in (("plan", "plan"), ("write", "write"), ("write2", "write")):
         ids[label] = alice.push_adapter(world.adapter_dirs[label], capability=cap)["id"]
         bob.approve(ids[label])
-    bob.promote("prod", {"plan": ids["plan"]}, backbone=world.backbone_root)
+    bob.promote("prod", {"plan": ids["plan"]}, backbone=world.backbone_root, create=True)
     return bob, ids
 
 
@@ -425,7 +429,7 @@ def test_every_other_method_reaches_its_route(live: LiveRegistry, world: World) 
 
     digest = alice.upload_bytes(b"items")
     bob.approve(plan["id"])
-    rev = bob.promote("prod", {"plan": plan["id"]}, reason="first")["revision"]
+    rev = bob.promote("prod", {"plan": plan["id"]}, reason="first", create=True)["revision"]
     assert rev["reason"] == "first"
     assert [r["channel"] for r in bob.list_channels()] == ["prod"]
     bob.create_benchmark(

@@ -28,6 +28,7 @@ from registry.domain import AdapterState, Role
 PAIRS: dict[type, type[BaseModel]] = {
     records.Health: schemas.Health,
     records.TokenCreated: schemas.TokenCreated,
+    records.TokenInfo: schemas.TokenPublic,
     records.Backbone: schemas.BackbonePublic,
     records.Capability: schemas.CapabilityPublic,
     records.Adapter: schemas.AdapterPublic,
@@ -141,7 +142,7 @@ def test_the_check_sees_a_field_added_dropped_or_made_nullable() -> None:
     """The comparison is not vacuous: each kind of drift on either side is reported."""
 
     class AdapterPlus(schemas.AdapterPublic):
-        tags: dict[str, str]
+        stars: dict[str, str]
 
     class NullableName(schemas.CapabilityPublic):
         name: str | None  # type: ignore[assignment]
@@ -152,7 +153,7 @@ def test_the_check_sees_a_field_added_dropped_or_made_nullable() -> None:
     class DatedCapability(schemas.CapabilityPublic):
         order: datetime | None  # type: ignore[assignment]
 
-    assert differences(records.Adapter, AdapterPlus) == ["tags: only in the API's AdapterPlus"]
+    assert differences(records.Adapter, AdapterPlus) == ["stars: only in the API's AdapterPlus"]
     assert differences(records.Capability, NullableName) == ["name: nullable in the API only"]
     assert "order: client int != API ('str', None)" in differences(
         records.Capability, DatedCapability

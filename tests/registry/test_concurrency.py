@@ -82,6 +82,7 @@ def test_concurrent_promotes_lose_no_update(world: World) -> None:
             backbone=world.backbone,
             adapters={f"cap{i}": ids[f"cap{i}"]},
             order=None,
+            create=True,
         )
         with api.db.write() as session:
             return channels.promote(session=session, actor=BOB, request=request).revision.revision

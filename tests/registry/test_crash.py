@@ -159,6 +159,7 @@ def test_sigkill_during_promotions(database_url: str, tmp_path: Path) -> None:
             def promote_forever() -> None:
                 for n in range(10_000):
                     body = {"backbone": world.backbone, "adapters": {"write": ids[n % 4]}}
+                    body["create"] = True
                     try:
                         api.request("POST", "/channels/prod/promote", "approver", json=body)
                     except httpx.HTTPError:

@@ -78,7 +78,7 @@ def _setup(served: Served) -> tuple[RegistryClient, RegistryClient, RegistryClie
         )
         bob.approve(adapter["id"])
         ids.append(adapter["id"])
-    bob.promote("prod", {"write": ids[0]})
+    bob.promote("prod", {"write": ids[0]}, create=True)
     bob.create_benchmark(
         name="research-em", version=1, dataset_digest=SUITE, scope="library",
         metric="em", direction="higher", tolerance=0.02,

@@ -104,6 +104,7 @@ def test_promote_racing_revoke_never_leaves_a_revoked_adapter_served(
             return api.request("POST", f"/adapters/{write['id']}/revoke", "approver", json={})
         if i % 2:
             body = {"adapters": {"write": write["id"]}, "backbone": live_world.backbone}
+            body["create"] = True
             return api.request("POST", f"/channels/c{i}/promote", "approver", json=body)
         body = {"adapters": {"search": others[i // 2]["id"]}}
         return api.request("POST", "/channels/prod/promote", "approver", json=body)

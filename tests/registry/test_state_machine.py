@@ -22,7 +22,7 @@ from hypothesis.stateful import (
 from registry.db.migrate import upgrade
 from registry.db.session import Database
 from registry.domain import Principal, Role
-from registry.errors import InvalidError, InvalidStateError, RegistryError
+from registry.errors import ConflictError, InvalidError, InvalidStateError, RegistryError
 from registry.services import adapters, backbones, capabilities, channels, events, lifecycle
 from storage import LocalBlobStore
 
@@ -87,6 +87,7 @@ class Lifecycle(RuleBasedStateMachine):
         self.versions: dict[str, int] = dict.fromkeys(CAPS, 0)
         self.library: dict[str, int] = {}
         self.history: list[dict[str, int]] = []
+        self.contents: dict[tuple[str, int], int] = {}  # (capability, file set) -> id
 
     def teardown(self) -> None:
         self.db.dispose()
@@ -99,7 +100,14 @@ class Lifecycle(RuleBasedStateMachine):
     @rule(target=adapters_, cap=st.sampled_from(CAPS), files=st.integers(0, 2))
     def register(self, cap: str, files: int) -> int:
         draft = adapters.AdapterDraft(cap, self.prepared.backbone, self.prepared.files[files])
+        if (cap, files) in self.contents:  # identical bytes: refused, naming the version
+            existing = self.contents[(cap, files)]
+            with pytest.raises(ConflictError) as refused:
+                self._call(adapters.register_adapter, store=self.store, actor=ALICE, draft=draft)
+            assert refused.value.detail["adapter_id"] == existing
+            return existing
         adapter = self._call(adapters.register_adapter, store=self.store, actor=ALICE, draft=draft)
+        self.contents[(cap, files)] = adapter.id
         self.versions[cap] += 1
         assert adapter.version == self.versions[cap]
         self.states[adapter.id], self.caps[adapter.id] = "candidate", cap
@@ -124,7 +132,7 @@ class Lifecycle(RuleBasedStateMachine):
         cap = self.caps[adapter]
         expected = len(self.history) - 1 if stale else len(self.history)
         request = channels.PromoteRequest(
-            "prod", self.prepared.backbone, {cap: adapter}, None, expected
+            "prod", self.prepared.backbone, {cap: adapter}, None, expected, create=True
         )
         new = {**self.library, cap: adapter}
         if stale or self.states[adapter] != "approved" or new == self.library:

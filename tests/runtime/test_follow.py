@@ -36,7 +36,9 @@ class Registry:
     adapters: dict[str, int]
 
     def promote(self, channel: str, adapters: dict[str, int]) -> int:
-        result = self.bob.promote(channel, adapters, backbone=self.backbone_root, order=ORDER)
+        result = self.bob.promote(
+            channel, adapters, backbone=self.backbone_root, order=ORDER, create=True
+        )
         return int(result["revision"]["revision"])
 
     def publish(self, directory: Path, capability: str, seed: int) -> dict[str, Any]:
@@ -317,6 +319,39 @@ def test_start_refuses_a_backbone_other_than_the_revisions(
     assert row["audit_ok"] is False
 
 
+def test_a_node_on_another_backbone_is_named_by_its_roots_first(
+    registry: Registry, node: RegistryClient, tmp_path: Path
+) -> None:
+    """A backbone of other shapes (the adapters would not even fit): the error names both
+    roots in one short line before anything is pulled; the rest is in `details`."""
+    from runtime.engines.peft import PeftEngine
+    from runtime.errors import BackboneMismatchError
+    from runtime.tiny import build_tiny_backbone
+
+    registry.promote("wide", registry.adapters)
+    directory = build_tiny_backbone(tmp_path / "wide", seed=3, hidden_size=96)
+    wide = PeftEngine(directory)
+    own_root = wide.audit().backbone_root
+    follower = ChannelFollower(node, wide, "wide", "node-wide", tmp_path / "lib")
+
+    with pytest.raises(BackboneMismatchError) as raised:
+        follower.start()
+
+    message = str(raised.value)
+    assert message.startswith(
+        f"backbone root {own_root}, channel 'wide' wants {registry.backbone_root} (revision 1)"
+    )
+    assert len(message) < 300
+    assert raised.value.details == [
+        f"this node's backbone: {directory}",
+        "the channel's backbone: tiny ("
+        + str(registry.admin.get_backbone(registry.backbone_root)["tensor_count"])
+        + " tensors)",
+    ]
+    assert not (tmp_path / "lib").exists()  # nothing was pulled
+    assert registry.node_row("node-wide")["audit_ok"] is False
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -360,3 +395,45 @@ def test_serve_follows_a_channel(
     assert result.exit_code == 0, result.output
     assert (seen["row"]["revision"], seen["row"]["audit_ok"]) == (revision, True)
     assert seen["adapters"] == ORDER
+
+
+@pytest.mark.parametrize("details", [False, True])
+def test_serve_on_another_backbone_is_one_line_details_on_request(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, details: bool
+) -> None:
+    """`weact runtime serve --channel` on the wrong backbone: one line naming both roots
+    (no list of tensor mismatches); WEACT_DETAILS=1 adds what they are, before it."""
+    import uvicorn
+
+    from runtime.tiny import build_tiny_backbone
+
+    channel = f"roots{int(details)}"  # one channel per case: a second promote changes nothing
+    registry.promote(channel, registry.adapters)
+    wide = build_tiny_backbone(tmp_path / "wide", seed=4, hidden_size=96)
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("served"))
+    token = registry.admin.create_token(name=f"roots-{details}", role="node")
+    monkeypatch.setenv("WEACT_TOKEN", token["token"])
+    monkeypatch.delenv("WEACT_RUNTIME_TOKEN", raising=False)
+    if details:
+        monkeypatch.setenv("WEACT_DETAILS", "1")
+    else:
+        monkeypatch.delenv("WEACT_DETAILS", raising=False)
+    args = ["runtime", "serve", "--backbone", str(wide), "--registry", registry.server.url]
+    args += ["--channel", channel, "--library-dir", str(tmp_path / "lib")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    progress = ("Loading weights", "Writing model")  # transformers' bars while it loads
+    lines = [line for line in result.stderr.splitlines() if line and not line.startswith(progress)]
+    error = lines[-1]
+    assert error.startswith("Error: backbone root "), error
+    assert f"channel {channel!r} wants {registry.backbone_root} (revision 1)" in error
+    assert len(error) < 400
+    if details:
+        assert lines[:-1] == [
+            f"  this node's backbone: {wide}",
+            "  the channel's backbone: tiny "
+            f"({registry.admin.get_backbone(registry.backbone_root)['tensor_count']} tensors)",
+        ]
+    else:
+        assert len(lines) == 1, result.stderr
+        assert error.endswith("(2 details: set WEACT_DETAILS=1)")

@@ -34,7 +34,7 @@ class Registry:
 
     def promote(self, channel: str, adapters: dict[str, int]) -> int:
         result = self.bob.promote(
-            channel, adapters, backbone=self.backbone_root, order=list(DESCRIPTIONS)
+            channel, adapters, backbone=self.backbone_root, order=list(DESCRIPTIONS), create=True
         )
         return int(result["revision"]["revision"])
 

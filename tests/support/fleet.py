@@ -118,7 +118,7 @@ class Seeded:
 
     def promote(self, channel: str, adapters: Mapping[str, int | None]) -> int:
         result = self.approver.promote(
-            channel, dict(adapters), backbone=self.backbone_root, order=self.order
+            channel, dict(adapters), backbone=self.backbone_root, order=self.order, create=True
         )
         return int(result["revision"]["revision"])
 

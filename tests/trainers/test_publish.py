@@ -152,6 +152,9 @@ def test_replay_of_old_data_refused_unless_allowed(
     client = registry["client"]
     write = library["adapters"]["write"]
     shutil.copytree(library["dirs"]["write"], tmp_path / "again")  # trained on the parent's data
+    weights = tmp_path / "again" / "adapter_model.safetensors"  # other weights: identical
+    data = weights.read_bytes()  # bytes would be the parent itself (409), not a replay
+    weights.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     n = _count(client)
     with pytest.raises(ReplayError, match="already used by an ancestor"):
         publish_adapter(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
+from pydantic import Field
 
 from registry.api.deps import Approver, Publisher, Reader, StateDep
 from registry.api.responses import READ, errors
@@ -14,15 +15,21 @@ from registry.api.schemas import (
     AdapterPage,
     AdapterPublic,
     Decision,
+    In,
     LineagePublic,
 )
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page
-from registry.services import adapters, lifecycle
+from registry.services import adapters, lifecycle, tags
 
 router = APIRouter(tags=["adapters"])
 
 DECISION = errors(404, 401, 403, 409, 413, 422)
 AdapterId = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
+
+
+class TagUpdate(In):
+    set: dict[str, str] = Field(default_factory=dict, description="Tags to set (key=value).")
+    remove: list[str] = Field(default_factory=list, max_length=64, description="Keys to drop.")
 
 
 @router.post(
@@ -39,6 +46,7 @@ def post_adapter(body: AdapterCreate, state: StateDep, actor: Publisher) -> Adap
         parent_id=body.parent_id,
         label=body.label,
         provenance=body.provenance.model_dump(),
+        tags=body.tags,
     )
     with state.db.write() as session:
         return adapters.register_adapter(
@@ -55,6 +63,14 @@ def get_adapters(
     adapter_state: Annotated[AdapterState | None, Query(alias="state")] = None,
     limit: Annotated[int, Query(ge=1, le=adapters.MAX_PAGE)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_DB_INT)] = 0,
+    tag: Annotated[
+        list[str] | None, Query(max_length=64, description="KEY=VALUE; repeat: all must match.")
+    ] = None,
+    label: Annotated[str | None, Query(max_length=128)] = None,
+    parent: Annotated[int | None, Query(ge=1, le=MAX_DB_INT, description="Parent id.")] = None,
+    q: Annotated[
+        str | None, Query(min_length=1, max_length=256, description="Text in the model card.")
+    ] = None,
 ) -> Page:
     with state.db.read() as session:
         return adapters.list_adapters(
@@ -64,6 +80,26 @@ def get_adapters(
             state=adapter_state.value if adapter_state is not None else None,
             limit=limit,
             offset=offset,
+            tags=tag,
+            label=label,
+            parent_id=parent,
+            text=q,
+        )
+
+
+@router.post(
+    "/adapters/{adapter_id}/tags",
+    response_model=AdapterPublic,
+    responses=errors(404, 401, 403, 413, 422),
+)
+def post_tags(
+    adapter_id: AdapterId, body: TagUpdate, state: StateDep, actor: Publisher
+) -> AdapterVersion:
+    """Set and remove key=value tags of a version (any state)."""
+    with state.db.write() as session:
+        row = adapters.find_adapter_row(session, adapter_id)
+        return tags.set_tags(
+            session=session, actor=actor, row=row, put=body.set, remove=body.remove
         )
 
 

@@ -87,7 +87,7 @@ def populate_served(server: EmbeddedRegistry, tmp: Path) -> Served:
         ids[f"{capability}@1"] = served.push_approved(capability, seed)
     with served.client("approver") as approver:
         first = {cap: ids[f"{cap}@1"] for cap, _ in CAPABILITIES}
-        approver.promote("prod", first, backbone=served.backbone, order=list(first))
+        approver.promote("prod", first, backbone=served.backbone, order=list(first), create=True)
         approver.create_benchmark(**BENCHMARK)
     ids["write@2"] = served.push_approved("write", 14, parent_id=ids["write@1"], label="write++")
     _score(served, ids["write@1"], 0.80)

@@ -1,0 +1,191 @@
+"""`weact token create|list|revoke`: through the running registry, or its database directly.
+
+Where a token goes is never a surprise:
+
+- `--database-url` (or `$WEACT_DATABASE_URL`) given: that database, directly;
+- else a registry URL (`--url`/`$WEACT_URL`) and a token (`--token`/`$WEACT_TOKEN`, an
+  admin's) given: the running registry over HTTP (`/v1/tokens`), whatever database it uses;
+- else the default database (SQLite under `./.weact/`).
+
+Whenever a command goes to a database directly it says which one on stderr (and in the
+`--json` answer as `database`), so a token minted into the wrong file is seen at once; over
+HTTP it names the registry (`registry`). The first admin token has to be made in the
+database: nothing can create one over HTTP before it exists.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from registry.cli.errors import fail_cleanly
+from registry.cli.options import json_option, registry_url_option, token_option
+from registry.cli.output import Output
+from registry.cli.server import (
+    ROLES,
+    database_errors,
+    database_option,
+    ensure_schema,
+    require_schema,
+    settings_of,
+)
+from registry.cli.tables import render_rows
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a token command goes: a database URL, or a registry URL and token."""
+
+    database_url: str | None = None
+    registry_url: str | None = None
+    token: str | None = None
+
+    @property
+    def shown(self) -> str:
+        if self.database_url is not None:
+            from sqlalchemy.engine import make_url
+
+            return make_url(self.database_url).render_as_string(hide_password=True)
+        return str(self.registry_url)
+
+    def where(self) -> dict[str, str]:
+        key = "database" if self.database_url is not None else "registry"
+        return {key: self.shown}
+
+
+def _target(database_url: str | None, url: str | None, token: str | None) -> Target:
+    if database_url:
+        return Target(database_url=database_url)
+    if url and token:
+        return Target(registry_url=url, token=token)
+    default = settings_of().database_url
+    if url:
+        click.echo(
+            f"Note: a registry is configured ({url}) but no admin token (--token, "
+            f"$WEACT_TOKEN): using the database {Target(database_url=default).shown} directly",
+            err=True,
+        )
+    return Target(database_url=default)
+
+
+def _target_options(fn: F) -> F:
+    """--database-url, --url, --token, --json; the command gets `target=` and `as_json=`."""
+
+    @database_option
+    @registry_url_option(
+        "--url",
+        "url",
+        help="Registry to ask (with an admin --token), unless --database-url is given.",
+        configured_only=True,
+    )
+    @token_option(help="An admin's bearer token, for --url.")
+    @json_option
+    @fail_cleanly()
+    @database_errors
+    def wrapper(database_url: str | None, url: str | None, token: str | None, **kw: Any) -> Any:
+        return fn(target=_target(database_url, url, token), **kw)
+
+    wrapper.__doc__ = fn.__doc__
+    wrapper.__name__ = fn.__name__
+    return wrapper  # type: ignore[return-value]
+
+
+def _client(target: Target) -> Any:
+    from registry.client import RegistryClient
+
+    return RegistryClient(str(target.registry_url), target.token)
+
+
+@click.group()
+def token() -> None:
+    """API tokens: through the registry (--url and an admin --token), else the database."""
+
+
+@token.command("create")
+@click.option("--name", required=True, help="Principal name (one person, several tokens).")
+@click.option("--role", required=True, type=click.Choice(ROLES))
+@_target_options
+def token_create(target: Target, name: str, role: str, as_json: bool) -> None:
+    """Create a token; it is printed once and only its hash is stored."""
+    if target.database_url is None:
+        with _client(target) as client:
+            made = client.create_token(name=name, role=role)
+        created = {"id": made["id"], "name": made["name"], "role": made["role"]}
+        created["token"] = made["token"]
+    else:
+        from registry.db.session import session_scope
+        from registry.services.tokens import create_token
+
+        ensure_schema(target.database_url)
+        with session_scope(target.database_url) as session:
+            info, secret = create_token(session=session, name=name, role=role)
+        created = {"id": info.id, "name": info.name, "role": str(info.role), "token": secret}
+    where = " in the database " if target.database_url is not None else " by the registry at "
+    click.echo(f"token for {name} ({role}) stored{where}{target.shown}, shown once:", err=True)
+    if as_json:
+        click.echo(json.dumps({**created, **target.where()}, indent=2))
+    else:
+        click.echo(created["token"])
+
+
+@token.command("list")
+@_target_options
+def token_list(target: Target, as_json: bool) -> None:
+    """List the tokens that are not revoked: id, name, role, created (never a secret)."""
+    if target.database_url is None:
+        with _client(target) as client:
+            rows = [
+                {k: t[k] for k in ("id", "name", "role", "created_at")}
+                for t in client.list_tokens()
+            ]
+    else:
+        from registry.db.session import session_scope
+        from registry.services.tokens import list_tokens
+
+        require_schema(target.database_url)
+        with session_scope(target.database_url, write=False) as session:
+            infos = list_tokens(session=session)
+        rows = [
+            {
+                "id": t.id,
+                "name": t.name,
+                "role": str(t.role),
+                "created_at": t.created_at.isoformat(),
+            }
+            for t in infos
+        ]
+    title = f"tokens in {target.shown}"
+    Output(as_json).show(
+        rows, lambda r: render_rows(r, ("id", "name", "role", "created_at"), title)
+    )
+
+
+@token.command("revoke")
+@click.argument("token_id", type=int)
+@_target_options
+def token_revoke(target: Target, token_id: int, as_json: bool) -> None:
+    """Revoke token TOKEN_ID (see `weact token list`); refused from its next request on."""
+    if target.database_url is None:
+        with _client(target) as client:
+            revoked = dict(client.revoke_token(token_id))
+    else:
+        from registry.db.session import session_scope
+        from registry.services.tokens import revoke_token
+
+        require_schema(target.database_url)
+        with session_scope(target.database_url) as session:
+            info = revoke_token(session=session, token_id=token_id)
+        revoked = {"id": info.id, "name": info.name, "role": str(info.role)}
+        revoked["created_at"] = info.created_at.isoformat()
+    result = {"id": revoked["id"], "name": revoked["name"], "role": revoked["role"]}
+    result["revoked"] = True
+    Output(as_json).show(
+        {**result, **target.where()},
+        lambda r: f"revoked token {r['id']} ({r['name']}, {r['role']}) in {target.shown}",
+    )

@@ -1,0 +1,122 @@
+"""Tags of adapter versions (`key=value`, one value per key) and the search over versions.
+
+A version's tags are set when it is pushed and changed later by a publisher (`set_tags`:
+keys to set, keys to remove; one audited event). The search (`search_filters`) narrows
+`list_adapters` by tags (all must match), label, parent and text of the model card.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session
+
+from registry.audit import append_event
+from registry.db.convert import to_adapter
+from registry.db.models import SqlAdapterTag, SqlAdapterVersion
+from registry.domain import AdapterVersion, Principal
+from registry.errors import InvalidError
+
+KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$")
+MAX_VALUE = 256
+MAX_TAGS = 64
+
+
+def check_tags(tags: Mapping[str, str]) -> dict[str, str]:
+    """Valid tags, sorted by key; `InvalidError` naming every bad one."""
+    bad_keys = [k for k in tags if not isinstance(k, str) or not KEY.match(k)]
+    problems = [f"tag key {k!r}: letters, digits and _.:/- (1-64)" for k in bad_keys]
+    problems += [
+        f"tag {k}: value of 1-{MAX_VALUE} characters"
+        for k, v in tags.items()
+        if not isinstance(v, str) or not 0 < len(v) <= MAX_VALUE or "\x00" in v
+    ]
+    if len(tags) > MAX_TAGS:
+        problems.append(f"at most {MAX_TAGS} tags")
+    if problems:
+        raise InvalidError({"message": "invalid tags", "problems": problems})
+    return dict(sorted(tags.items()))
+
+
+def parse_tag(text: str) -> tuple[str, str]:
+    """`key=value` -> (key, value); `InvalidError` otherwise."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise InvalidError(f"tag {text!r}: expected KEY=VALUE")
+    check_tags({key: value})
+    return key, value
+
+
+def set_tags(
+    *,
+    session: Session,
+    actor: Principal,
+    row: SqlAdapterVersion,
+    put: Mapping[str, str],
+    remove: Sequence[str] = (),
+) -> AdapterVersion:
+    """Set `put` and remove `remove` (keys) on a version's tags; one `adapter.tag` event."""
+    put = check_tags(put)
+    both = sorted(set(put) & set(remove))
+    if both:
+        raise InvalidError(f"tags both set and removed: {', '.join(both)}")
+    current = {tag.key: tag for tag in row.tags}
+    unknown = sorted(set(remove) - set(current))
+    if unknown:
+        raise InvalidError(f"{row.capability.name}@{row.version} has no tag {', '.join(unknown)}")
+    if len(set(current) - set(remove) | set(put)) > MAX_TAGS:
+        raise InvalidError(f"at most {MAX_TAGS} tags")
+    for key in remove:
+        row.tags.remove(current[key])
+    for key, value in put.items():
+        if key in current:
+            current[key].value = value
+        else:
+            row.tags.append(SqlAdapterTag(key=key, value=value))
+    session.flush()
+    session.refresh(row)
+    adapter = to_adapter(row)
+    append_event(
+        session,
+        actor=actor.name,
+        action="adapter.tag",
+        subject=f"adapter:{row.id}",
+        payload={"set": dict(put), "remove": sorted(remove), "tags": adapter.tags},
+    )
+    return adapter
+
+
+def search_filters(
+    query: Select[Any],
+    *,
+    tags: Sequence[str] = (),
+    label: str | None = None,
+    parent_id: int | None = None,
+    text: str | None = None,
+) -> Select[Any]:
+    """`query` over adapter versions narrowed by every given criterion (all must hold):
+    each `key=value` tag, the exact label, the parent's id, and `text` in the model card
+    (case-insensitive)."""
+    for tag in tags:
+        key, value = parse_tag(tag)
+        tagged = select(SqlAdapterTag.adapter_id).where(
+            SqlAdapterTag.key == key, SqlAdapterTag.value == value
+        )
+        query = query.where(SqlAdapterVersion.id.in_(tagged.scalar_subquery()))
+    if label is not None:
+        query = query.where(SqlAdapterVersion.label == label)
+    if parent_id is not None:
+        query = query.where(SqlAdapterVersion.parent_id == parent_id)
+    if text is not None:
+        if not text.strip():
+            raise InvalidError("text to search must not be blank")
+        pattern = f"%{_escape(text.lower())}%"
+        query = query.where(func.lower(SqlAdapterVersion.card).like(pattern, escape="\\"))
+    return query
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
