@@ -152,3 +152,13 @@ def test_the_client_remembers_what_it_saw(world: World) -> None:
     assert (head["revision"], set(head["library"])) == (3, {"write"})
     assert [r["revision"] for r in client.list_channels()] == [3]
     client.close()
+
+
+def test_a_token_revoked_through_the_server_is_refused_at_once(world: World) -> None:
+    api = world.api
+    made = api.ok("POST", "/tokens", json={"name": "temp", "role": "reader"})
+    api.tokens["temp"] = made["token"]
+    for _ in range(3):  # the token is cached now
+        assert api.request("GET", "/adapters", "temp").status_code == 200
+    api.ok("POST", f"/tokens/{made['id']}/revoke")
+    assert api.request("GET", "/adapters", "temp").status_code == 401
