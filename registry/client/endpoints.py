@@ -1,6 +1,7 @@
 """The JSON endpoints of the registry API (docs/CONTRACTS.md section 2), one method each.
 
-`Endpoints` is the base of `RegistryClient`, which adds the methods that move files.
+`Endpoints` (channels in `channels`, plumbing in `base`) is the base of `RegistryClient`,
+which adds the methods that move files.
 Answers come back as the plain dicts of `registry.client.records`; every failure, an error
 answer or no answer at all, as a typed `registry.errors.RegistryError` (see `transport`).
 """
@@ -8,12 +9,10 @@ answer or no answer at all, as a typed `registry.errors.RegistryError` (see `tra
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import Any, Literal, Self, cast
-
-import httpx
+from typing import Any, Literal, cast
 
 from registry import errors
+from registry.client.channels import ChannelEndpoints
 from registry.client.records import (
     Adapter,
     AdapterPage,
@@ -24,61 +23,22 @@ from registry.client.records import (
     EvaluationDetail,
     Event,
     EventsVerification,
-    GateReport,
     Health,
     Lineage,
     Node,
-    PromoteResult,
-    Revision,
     State,
     TokenCreated,
 )
-from registry.client.seen import SeenRevisions
 from registry.client.transfers import provenance_body
-from registry.client.transport import Transport, read_json
-from registry.client.watch import ChannelWatch
+from registry.client.transport import read_json
 
 
-class Endpoints:
+class Endpoints(ChannelEndpoints):
     """One method per JSON endpoint of the registry API; see docs/CONTRACTS.md section 2.
 
     `url` is the registry's base URL (`http(s)://HOST[:PORT]`; `InvalidError` otherwise),
     `token` a bearer token, `timeout` seconds for each request (a long-poll adds its wait).
     """
-
-    def __init__(
-        self,
-        url: str,
-        token: str | None = None,
-        timeout: float = 30.0,
-        *,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        self._transport = Transport(url, token, timeout, transport)
-        self.url = self._transport.url
-        self.timeout = timeout
-        self.seen = SeenRevisions()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._transport.close()
-
-    def _get(self, path: str, **params: Any) -> Any:
-        clean = {key: value for key, value in params.items() if value is not None}
-        return self._transport.json("GET", path, params=clean)
-
-    def _post(self, path: str, body: Mapping[str, Any]) -> Any:
-        return self._transport.json("POST", path, json=dict(body))
 
     # -- service -----------------------------------------------------------------------
 
@@ -275,92 +235,6 @@ class Endpoints:
     def list_evaluations(self, *, benchmark: str | None = None) -> list[Evaluation]:
         return cast(list[Evaluation], self._get("/evaluations", benchmark=benchmark))
 
-    # -- channels ----------------------------------------------------------------------
-
-    def list_channels(self) -> list[Revision]:
-        return [self.seen.saw_revision(r) for r in self._get("/channels")]
-
-    def get_channel(self, name: str) -> Revision:
-        """The current revision, never older than one this client saw (`seen.py`)."""
-        headers = self.seen.request_headers(name)
-        response = self._transport.request(
-            "GET", f"/channels/{name}", answers=(304,), headers=headers
-        )
-        return self.seen.answer(name, response)
-
-    def channel_revisions(self, name: str) -> list[Revision]:
-        return cast(list[Revision], self._get(f"/channels/{name}/revisions"))
-
-    def wait_for_channel(self, name: str, *, after: int, wait: float = 30.0) -> Revision | None:
-        """Long-poll: the channel's revision once it passes `after`, or None after `wait` s."""
-        response = self._transport.request(
-            "GET",
-            f"/channels/{name}",
-            answers=(304,),
-            params={"after": after, "wait": wait},
-            timeout=wait + self.timeout,
-        )
-        if response.status_code == 304:
-            return None
-        return self.seen.saw_revision(read_json(response))
-
-    def channel_watch(self) -> ChannelWatch:
-        """An async, cancellable long-poll on the same registry and token (`watch.py`)."""
-        return ChannelWatch(self.url, self._transport.token, self.timeout)
-
-    def gate(
-        self,
-        channel: str,
-        adapters: Mapping[str, int | None],
-        *,
-        backbone: str | None = None,
-        order: Sequence[str] | None = None,
-        expected_revision: int | None = None,
-        create: bool = False,
-    ) -> GateReport:
-        """Dry run of a promotion: the gate report, nothing written (`create`: the
-        promotion would create the channel; without it an unknown channel is not found)."""
-        body = _promote_request(adapters, backbone, order, expected_revision, None, create)
-        return cast(GateReport, self._post(f"/channels/{channel}/gate", body))
-
-    def promote(
-        self,
-        channel: str,
-        adapters: Mapping[str, int | None],
-        *,
-        backbone: str | None = None,
-        order: Sequence[str] | None = None,
-        expected_revision: int | None = None,
-        reason: str | None = None,
-        create: bool = False,
-    ) -> PromoteResult:
-        """Merge `adapters` into the channel's library as a new revision (gate first).
-
-        A channel that does not exist is `NotFoundError` unless `create` is given (a typo
-        never makes a new channel). `backbone` is needed for a new channel only when the
-        adapters do not name one between them. A failed gate raises `GateFailedError` whose
-        detail is the gate report.
-        """
-        body = _promote_request(adapters, backbone, order, expected_revision, reason, create)
-        result = cast(PromoteResult, self._post(f"/channels/{channel}/promote", body))
-        self.seen.saw_revision(result["revision"])
-        return result
-
-    def rollback(
-        self,
-        channel: str,
-        *,
-        to_revision: int,
-        expected_revision: int | None = None,
-        reason: str | None = None,
-    ) -> Revision:
-        body = {
-            "to_revision": to_revision,
-            "expected_revision": expected_revision,
-            "reason": reason,
-        }
-        return self.seen.saw_revision(self._post(f"/channels/{channel}/rollback", body))
-
     # -- nodes and events --------------------------------------------------------------
 
     def heartbeat(
@@ -384,21 +258,3 @@ class Endpoints:
 
     def verify_events(self) -> EventsVerification:
         return cast(EventsVerification, self._get("/events/verify"))
-
-
-def _promote_request(
-    adapters: Mapping[str, int | None],
-    backbone: str | None,
-    order: Sequence[str] | None,
-    expected_revision: int | None,
-    reason: str | None,
-    create: bool = False,
-) -> dict[str, Any]:
-    return {
-        "create": create,
-        "backbone": backbone,
-        "adapters": dict(adapters),
-        "order": list(order) if order is not None else None,
-        "expected_revision": expected_revision,
-        "reason": reason,
-    }

@@ -137,7 +137,7 @@ def test_the_client_remembers_what_it_saw(world: World) -> None:
             )
 
     client = RegistryClient("http://testserver", api.tokens["approver"], transport=Recording())
-    promoted = client.promote("prod", {"plan": plan["id"]}, backbone=world.backbone)
+    promoted = client.promote("prod", {"plan": plan["id"]}, backbone=world.backbone, create=True)
     assert client.seen.highest("prod") == 1
     first = client.get_channel("prod")
     assert first == promoted["revision"]
