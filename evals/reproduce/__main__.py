@@ -24,11 +24,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def say(line: str, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    stream.write(line + "\n")
+    stream.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
+    import logging
+
     from evals.reproduce.pipeline import Options, reproduce
     from evals.reproduce.report import accuracy_table
-
-    import logging
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
     args = parse(sys.argv[1:] if argv is None else argv)
@@ -36,24 +42,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sizes = sizes_from(preset, {f.name: getattr(args, f.name) for f in fields(Sizes)})
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}", err=True)
         return 2
     opts = Options(
         sizes, out=args.out, work=args.work or args.out / "cache", backbone=args.backbone,
         engine=args.engine, resume=args.resume, continual=args.continual, preset=preset,
     )  # fmt: skip
-    outcome = reproduce(opts)
-    print("\n".join(accuracy_table(outcome.rows)))
+    outcome = reproduce(opts, say)
+    say("\n".join(accuracy_table(outcome.rows)))
     if outcome.continual is not None:
         for p in outcome.continual.promotions:
-            print(f"gate: {p.name}: {'passed' if p.passed else 'refused'} (expected "
+            say(f"gate: {p.name}: {'passed' if p.passed else 'refused'} (expected "
                   f"{'pass' if p.expected else 'refusal'})")  # fmt: skip
-        print(f"roots kept: {outcome.continual.roots_ok}")
+        say(f"roots kept: {outcome.continual.roots_ok}")
     if outcome.degenerate:
-        print(f"warning: 0 % or 100 % on every kind: {', '.join(outcome.degenerate)}")
-    print(
-        f"report: {outcome.report}, chart: {outcome.chart}; wall {outcome.timings['wall_s']:.0f} s"
-    )
+        say(f"warning: 0 % or 100 % on every kind: {', '.join(outcome.degenerate)}")
+    say(f"report: {outcome.report}, chart: {outcome.chart}; wall {outcome.timings['wall_s']:.0f} s")
     return 0 if outcome.ok else 1
 
 

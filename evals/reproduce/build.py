@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evals.reproduce.cache import AdapterCache, adapter_root, digest_of, file_digest, source_digest
+from evals.reproduce.cache import AdapterCache, adapter_root, file_digest, source_digest
 from evals.reproduce.config import Sizes
 from evals.suite import Suite, trajectories_file
 from evals.trajectories import ANSWER_PREFIX

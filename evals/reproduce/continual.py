@@ -57,8 +57,9 @@ class NllBook:
     """Masked NLL of the test phase samples, per (capability, adapter), computed once."""
 
     def __init__(self, backbone: Path, suite: Suite) -> None:
-        from trainers.phases import build_samples
         from transformers import AutoTokenizer
+
+        from trainers.phases import build_samples
 
         tokenizer = AutoTokenizer.from_pretrained(backbone)
         self.backbone = backbone

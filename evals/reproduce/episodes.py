@@ -139,7 +139,8 @@ def main(argv: list[str]) -> int:
     plan = Plan.from_json(json.loads(Path(argv[0]).read_text()))
 
     def said(method: str, seconds: float) -> None:
-        print(f"episodes: {method} done in {seconds:.0f} s", flush=True)
+        sys.stdout.write(f"episodes: {method} done in {seconds:.0f} s\n")
+        sys.stdout.flush()
 
     run_plan(plan, said)
     return 0

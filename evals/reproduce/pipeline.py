@@ -20,6 +20,10 @@ from evals.suite import Suite, generate_suite, load_suite, write_suite
 
 VLLM_PYTHON = Path(".venv-vllm/bin/python")
 REPORT_FILE, CHART_FILE = "reproduce.md", "reproduce.png"
+ENGINES = {
+    "vllm": "vLLM's CPU build, episodes batched",
+    "peft": "the reference PeftEngine, episodes interleaved token by token, not batched",
+}
 
 
 @dataclass
@@ -99,7 +103,7 @@ def cuts(sizes: Sizes, engine: str) -> list[str]:
         f"episodes: at most {sizes.max_steps} generation steps of {sizes.max_new_tokens} "
         "tokens; under the hard policy the runtime makes each prescribed switch itself "
         "(no bare-backbone turn before each phase)",
-        f"engine: {engine} ({'batched vLLM CPU build' if engine == 'vllm' else 'the reference PeftEngine, episodes interleaved, not batched'})",
+        f"engine: {engine} ({ENGINES[engine]})",
         "Full SFT (full fine-tuning) is not run; the Single LoRA row is its low-rank analogue",
         "the continual gate judges masked NLL per test phase sample (library- and "
         "capability-scoped benchmarks), not end-task exact match, to keep it within budget",
