@@ -20,7 +20,7 @@ from typing import Any
 
 from evals.reproduce.cache import AdapterCache, adapter_root, file_digest, source_digest
 from evals.reproduce.config import Sizes
-from evals.suite import Suite, trajectories_file
+from evals.suite import trajectories_file
 from evals.trajectories import ANSWER_PREFIX
 
 CAPABILITIES = ("plan", "search", "code", "write")
@@ -163,22 +163,40 @@ class Builder:
         return self._get(name, inputs, lambda out: run_merge([*args, "--out", str(out)]))
 
 
-def build_all(suite: Suite, suite_dir: Path, backbone: Path, work: Path, sizes: Sizes) -> Built:
-    """Every adapter of the run (trained or reused), in a fixed order."""
+def phase_builder(suite_dir: Path, backbone: Path, work: Path, sizes: Sizes) -> Builder:
     built = Built()
     built.data = write_data(suite_dir, work / "data", sizes.seed)
-    b = Builder(backbone, AdapterCache(work / "adapters"), sizes, built)
+    return Builder(backbone, AdapterCache(work / "adapters"), sizes, built)
+
+
+def build_phases(b: Builder) -> Built:
+    """The phase adapters and the continual part's: plan, search, code, write, write++,
+    write-bad (trained or reused)."""
+    built, sizes = b.built, b.sizes
     train, dev, bad = built.data["train"], built.data["dev"], built.data["shuffled"]
     for cap in CAPABILITIES:
         b.train(cap, train, capability=cap, lr=sizes.lr, epochs=sizes.epochs)
-    b.train("shared", train, capability=None, lr=sizes.lr, epochs=sizes.epochs)
-    phases = {cap: built.adapters[cap] for cap in CAPABILITIES}
-    for name in MERGES:
-        b.merge(name, MERGE_METHOD[name], phases, [1.0] * len(phases))
-    b.merge("zero", "linear", {"plan": built.adapters["plan"]}, [0.0])
     b.train(
         "write++", dev, capability="write", lr=sizes.update_lr, epochs=sizes.epochs,
         init=built.adapters["write"],
     )  # fmt: skip
     b.train("write-bad", bad, capability="write", lr=sizes.bad_lr, epochs=sizes.bad_epochs)
     return built
+
+
+def build_baselines(b: Builder) -> Built:
+    """The shared LoRA, the static merges and the zero adapter (after `build_phases`)."""
+    built, sizes = b.built, b.sizes
+    phases = {cap: built.adapters[cap] for cap in CAPABILITIES}
+    for name in MERGES:
+        b.merge(name, MERGE_METHOD[name], phases, [1.0] * len(phases))
+    b.merge("zero", "linear", {"plan": built.adapters["plan"]}, [0.0])
+    b.train("shared", built.data["train"], capability=None, lr=sizes.lr, epochs=sizes.epochs)
+    return built
+
+
+def build_all(suite_dir: Path, backbone: Path, work: Path, sizes: Sizes) -> Built:
+    """Every adapter of the run (trained or reused), in a fixed order."""
+    b = phase_builder(suite_dir, backbone, work, sizes)
+    build_phases(b)
+    return build_baselines(b)

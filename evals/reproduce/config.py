@@ -16,8 +16,8 @@ from typing import Any
 @dataclass(frozen=True)
 class Sizes:
     seed: int = 0
-    train: int = 4  # train questions per kind (x4 kinds -> gold trajectories)
-    dev: int = 2  # dev questions per kind: write++'s new data (no replay)
+    train: int = 3  # train questions per kind (x4 kinds -> gold trajectories)
+    dev: int = 1  # dev questions per kind: write++'s new data (no replay)
     test: int = 2  # test questions per kind
     rank: int = 8
     alpha: int = 16

@@ -83,7 +83,7 @@ def _engine(plan: Plan, first: MethodRun) -> Any:
 
 
 def run_plan(
-    plan: Plan, on_method: Callable[[str, float], None] | None = None
+    plan: Plan, on_method: Callable[[str, float, dict[str, ItemResult]], None] | None = None
 ) -> dict[str, dict[str, ItemResult]]:
     """{method: {item id: result}} for every method of the plan (resumed where files exist)."""
     from evals.run_cli import close_engine
@@ -110,7 +110,7 @@ def run_plan(
                 split="test", settings=settings,
             )  # fmt: skip
             if on_method is not None:
-                on_method(run.method, time.perf_counter() - start)
+                on_method(run.method, time.perf_counter() - start, out[run.method])
     finally:
         close_engine(engine)
     return out
@@ -138,7 +138,7 @@ def run_in_subprocess(plan: Plan, python: str, plan_file: Path) -> None:
 def main(argv: list[str]) -> int:
     plan = Plan.from_json(json.loads(Path(argv[0]).read_text()))
 
-    def said(method: str, seconds: float) -> None:
+    def said(method: str, seconds: float, _results: object) -> None:
         sys.stdout.write(f"episodes: {method} done in {seconds:.0f} s\n")
         sys.stdout.flush()
 

@@ -12,12 +12,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evals.reproduce.build import CAPABILITIES, Built, build_all
+from evals.reproduce.build import (
+    CAPABILITIES,
+    MERGES,
+    Built,
+    build_baselines,
+    build_phases,
+    phase_builder,
+)
 from evals.reproduce.config import Sizes
 from evals.reproduce.episodes import MethodRun, Plan, read_results, run_in_subprocess, run_plan
-from evals.reproduce.report import METHODS, chart, degenerate, table, write_report
+from evals.reproduce.report import chart, degenerate, table, write_report
 from evals.suite import Suite, generate_suite, load_suite, write_suite
 
+# The rows that matter most first, so a run cut short still compares WeAct with baselines.
+EVAL_ORDER = (
+    "weact_hard", "single_lora", "backbone", "dare_ties", "ties", "additive", "weact_soft",
+)  # fmt: skip
 VLLM_PYTHON = Path(".venv-vllm/bin/python")
 REPORT_FILE, CHART_FILE = "reproduce.md", "reproduce.png"
 ENGINES = {
@@ -66,15 +77,19 @@ def _suite(sizes: Sizes, work: Path) -> tuple[Suite, Path]:
     return suite, target
 
 
-def method_runs(built: Built, results: Path) -> list[MethodRun]:
+def _log_adapters(log: Any, built: Built) -> None:
+    said = [
+        f"{n} ({'reused' if r else f'{built.seconds[n]:.0f} s'})" for n, r in built.reused.items()
+    ]
+    log("adapters: " + ", ".join(said))
+
+
+def method_runs(built: Built, results: Path, methods: tuple[str, ...]) -> list[MethodRun]:
     a = built.adapters
-    libraries = {
-        "backbone": ({c: a["zero"] for c in CAPABILITIES}, "hard"),
-        "single_lora": ({c: a["shared"] for c in CAPABILITIES}, "hard"),
-        **{m: ({c: a[m] for c in CAPABILITIES}, "hard") for m in ("additive", "ties", "dare_ties")},
-        "weact_hard": ({c: a[c] for c in CAPABILITIES}, "hard"),
-        "weact_soft": ({c: a[c] for c in CAPABILITIES}, "soft"),
-    }
+    one = {"backbone": "zero", "single_lora": "shared", **{m: m for m in MERGES}}
+    libraries = {m: ({c: a[one[m]] for c in CAPABILITIES}, "hard") for m in methods if m in one}
+    for m in set(methods) & {"weact_hard", "weact_soft"}:
+        libraries[m] = ({c: a[c] for c in CAPABILITIES}, m.removeprefix("weact_"))
     return [
         MethodRun(
             m,
@@ -82,7 +97,7 @@ def method_runs(built: Built, results: Path) -> list[MethodRun]:
             libraries[m][1],
             str(results / f"{m}.jsonl"),
         )  # fmt: skip
-        for m in METHODS
+        for m in methods
     ]
 
 
@@ -125,52 +140,79 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
     suite, suite_dir = _suite(sizes, work)
     log(f"suite {suite.digest[:16]} in {suite_dir}")
     t = time.perf_counter()
-    built = build_all(suite, suite_dir, backbone, work, sizes)
-    timings = {"adapters_s": time.perf_counter() - t}
-    log(
-        "adapters: "
-        + ", ".join(
-            f"{n} ({'reused' if r else f'{built.seconds[n]:.0f} s'})"
-            for n, r in built.reused.items()
-        )
-    )
+    builder = phase_builder(suite_dir, backbone, work, sizes)
+    built = build_phases(builder)
+    timings = {"phase_adapters_s": time.perf_counter() - t}
+    _log_adapters(log, built)
     results_dir = work / "results"
     if not opts.resume:
         shutil.rmtree(results_dir, ignore_errors=True)
     results_dir.mkdir(parents=True, exist_ok=True)
     engine = _engine(opts.engine)
-    plan = Plan(str(suite_dir), str(backbone), engine, method_runs(built, results_dir),
-                sizes.max_new_tokens, sizes.max_steps, sizes.concurrency)  # fmt: skip
-    t = time.perf_counter()
-    if engine == "vllm":
-        run_in_subprocess(plan, str(VLLM_PYTHON), work / "episodes-plan.json")
-        results = read_results(plan, suite)
-    else:
-        results = run_plan(plan, lambda m, s: log(f"episodes: {m} in {s:.0f} s"))
-    timings["episodes_s"] = time.perf_counter() - t
-    rows = table(results)
+    info = {"backbone": str(backbone), "suite": suite.digest, "engine": engine, "load0": load0}
+
+    def publish(results: dict[str, Any], continual: Any, status: str) -> tuple[Path, Path | None]:
+        """The report as it stands (rewritten after each stage, so a cut-short run leaves
+        what it measured)."""
+        timings["wall_s"] = time.perf_counter() - start
+        rows = table(results)
+        png = chart(rows, opts.out / CHART_FILE) if rows else None
+        run = _run_info(opts, built, timings, info, status)
+        return write_report(opts.out / REPORT_FILE, rows, continual, run, cuts(sizes, engine)), png
+
     continual = None
-    if opts.continual:
+    if opts.continual:  # first: it needs no episodes, and the gate is the product's promise
         from evals.reproduce.continual import run_continual
 
         t = time.perf_counter()
         with tempfile.TemporaryDirectory(dir=work, prefix="registry-") as tmp:
             continual = run_continual(built, suite, suite_dir, backbone, Path(tmp), sizes)
         timings["continual_s"] = time.perf_counter() - t
-    timings["wall_s"] = time.perf_counter() - start
-    png = chart(rows, opts.out / CHART_FILE)
-    run = {
+        publish({}, continual, "partial: continual part done, episodes running")
+    results: dict[str, Any] = {}
+
+    def on_method(method: str, seconds: float, done: dict[str, Any]) -> None:
+        results[method] = done
+        timings[f"episodes_{method}_s"] = seconds
+        log(f"episodes: {method} in {seconds:.0f} s")
+        publish(results, continual, f"partial: {len(results)} of {len(EVAL_ORDER)} methods")
+
+    def episodes(methods: tuple[str, ...]) -> None:
+        plan = Plan(str(suite_dir), str(backbone), engine, method_runs(built, results_dir, methods),
+                    sizes.max_new_tokens, sizes.max_steps, sizes.concurrency)  # fmt: skip
+        if engine == "vllm":
+            run_in_subprocess(plan, str(VLLM_PYTHON), work / "episodes-plan.json")
+            for method, done in read_results(plan, suite).items():
+                on_method(method, 0.0, done)
+        else:
+            run_plan(plan, on_method)
+
+    episodes(EVAL_ORDER[:1])  # WeAct-hard needs only the phase adapters
+    t = time.perf_counter()
+    build_baselines(builder)
+    timings["baseline_adapters_s"] = time.perf_counter() - t
+    _log_adapters(log, built)
+    episodes(EVAL_ORDER[1:])
+    report, png = publish(results, continual, "complete")
+    rows = table(results)
+    assert png is not None
+    return Outcome(rows, continual, report, png, built, timings, degenerate(rows))
+
+
+def _run_info(
+    opts: Options, built: Built, timings: dict[str, float], info: dict[str, Any], status: str
+) -> dict[str, Any]:
+    return {
+        "status": status,
         "command": f"python -m evals.reproduce ({opts.preset} size)",
-        "backbone": str(backbone),
-        "suite digest": suite.digest,
-        "sizes": sizes.to_json(),
-        "engine": engine,
+        "backbone": info["backbone"],
+        "suite digest": info["suite"],
+        "sizes": opts.sizes.to_json(),
+        "engine": info["engine"],
         "adapters reused from the cache": sorted(n for n, r in built.reused.items() if r) or "none",
         "adapter seconds": {n: round(s, 1) for n, s in built.seconds.items()},
         "timings (s)": {k: round(v, 1) for k, v in timings.items()},
-        "load average at start / end": f"{load0} / {os.getloadavg()}",
+        "load average at start / now": f"{info['load0']} / {os.getloadavg()}",
         "cpus": f"{os.cpu_count()} ({platform.processor() or platform.machine()})",
         "chart_file": CHART_FILE,
     }
-    report = write_report(opts.out / REPORT_FILE, rows, continual, run, cuts(sizes, engine))
-    return Outcome(rows, continual, report, png, built, timings, degenerate(rows))
