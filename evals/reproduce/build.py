@@ -1,0 +1,202 @@
+"""Training and merging every adapter a reproduce run needs, through `weact train` and
+`weact merge` (their click commands, in process), each cached by a digest of its inputs.
+
+- plan, search, code, write: phase-wise LoRA, each on its own phases of the train split.
+- shared (Single LoRA): one LoRA on every phase of the train split (`weact train --shared`).
+- additive, ties, dare_ties: static merges of plan, search, code and write.
+- zero: a LoRA with B = 0 (`weact merge --weight 0`): the bare backbone, as a library.
+- write++: write trained further on the dev split's write phases only (no replay).
+- write-bad: a write adapter trained on the train split with shuffled answers.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evals.reproduce.cache import AdapterCache, adapter_root, file_digest, source_digest
+from evals.reproduce.config import Sizes
+from evals.suite import trajectories_file
+from evals.trajectories import ANSWER_PREFIX
+
+CAPABILITIES = ("plan", "search", "code", "write")
+MERGES = ("additive", "ties", "dare_ties")
+MERGE_METHOD = {"additive": "linear", "ties": "ties", "dare_ties": "dare_ties"}
+
+
+@dataclass
+class Built:
+    """Adapter directories by name, whether each was reused, and the seconds each took."""
+
+    adapters: dict[str, Path] = field(default_factory=dict)
+    reused: dict[str, bool] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    data: dict[str, Path] = field(default_factory=dict)
+
+
+def _write_if_changed(path: Path, data: bytes) -> Path:
+    if not path.is_file() or path.read_bytes() != data:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return path
+
+
+def shuffled_answers(lines: list[str], seed: int) -> list[str]:
+    """Each trajectory's write turn (its cited answer) swapped with another trajectory's:
+    every answer is wrong for its question (a derangement: a seeded shuffle, then a rotation)."""
+    rows = [json.loads(line) for line in lines]
+    spots = []  # (row, message index) of each write turn
+    for r, row in enumerate(rows):
+        for m, message in enumerate(row["messages"]):
+            content = message.get("content") or ""
+            if message.get("role") == "assistant" and f"\n{ANSWER_PREFIX}" in content:
+                spots.append((r, m))
+    if len(spots) < 2:
+        raise ValueError("shuffling answers needs at least two write turns")
+    order = list(range(len(spots)))
+    random.Random(seed).shuffle(order)
+    texts = [rows[r]["messages"][m]["content"] for r, m in spots]
+    for i, pos in enumerate(order):
+        r, m = spots[pos]
+        rows[r]["messages"][m]["content"] = texts[order[(i + 1) % len(order)]]
+    return [json.dumps(row, ensure_ascii=False) for row in rows]
+
+
+def write_data(suite_dir: Path, work: Path, seed: int) -> dict[str, Path]:
+    """The training files: train, dev (write++'s new data) and train with shuffled answers."""
+    train = (suite_dir / trajectories_file("train")).read_text(encoding="utf-8")
+    dev = (suite_dir / trajectories_file("dev")).read_text(encoding="utf-8")
+    bad = shuffled_answers(train.splitlines(), seed)
+    return {
+        "train": _write_if_changed(work / "train.jsonl", train.encode()),
+        "dev": _write_if_changed(work / "dev.jsonl", dev.encode()),
+        "shuffled": _write_if_changed(
+            work / "train-shuffled.jsonl", ("\n".join(bad) + "\n").encode()
+        ),
+    }
+
+
+def _train_args(sizes: Sizes, lr: float, epochs: int) -> list[str]:
+    return [
+        "--rank", str(sizes.rank), "--alpha", str(sizes.alpha), "--lr", str(lr),
+        "--epochs", str(epochs), "--seed", str(sizes.seed),
+    ]  # fmt: skip
+
+
+def run_train(args: list[str]) -> None:
+    """`weact train ARGS`, in process (the command's own code path)."""
+    from trainers.cli import train
+
+    train.main(args, prog_name="weact train", standalone_mode=False)
+
+
+def run_merge(args: list[str]) -> None:
+    from trainers.cli import merge
+
+    merge.main(args, prog_name="weact merge", standalone_mode=False)
+
+
+class Builder:
+    def __init__(self, backbone: Path, cache: AdapterCache, sizes: Sizes, built: Built) -> None:
+        self.backbone = backbone
+        self.cache = cache
+        self.sizes = sizes
+        self.built = built
+        self.backbone_root = adapter_root(backbone)
+        self.source = source_digest()
+
+    def _get(self, name: str, inputs: dict[str, Any], build: Any) -> Path:
+        start = time.perf_counter()
+        path = self.cache.get(name, inputs, build)
+        self.built.adapters[name] = path
+        self.built.reused[name] = self.cache.reused[name]
+        self.built.seconds[name] = time.perf_counter() - start
+        return path
+
+    def train(
+        self,
+        name: str,
+        data: Path,
+        *,
+        capability: str | None,
+        lr: float,
+        epochs: int,
+        init: Path | None = None,
+    ) -> Path:
+        args = ["--data", str(data), "--backbone", str(self.backbone)]
+        args += ["--shared"] if capability is None else ["--capability", capability]
+        args += _train_args(self.sizes, lr, epochs)
+        if init is not None:
+            args += ["--init", str(init)]
+        inputs = {
+            "what": "train",
+            "capability": capability,
+            "data": file_digest(data),
+            "backbone": self.backbone_root,
+            "init": adapter_root(init) if init is not None else None,
+            "settings": _train_args(self.sizes, lr, epochs),
+            "trainers": self.source,
+        }
+        return self._get(name, inputs, lambda out: run_train([*args, "--out", str(out)]))
+
+    def merge(
+        self, name: str, method: str, inputs_of: dict[str, Path], weights: list[float]
+    ) -> Path:
+        args = ["--method", method]
+        for cap, path in inputs_of.items():
+            args += ["--adapter", f"{cap}={path}"]
+        for w in weights:
+            args += ["--weight", str(w)]
+        args += ["--seed", str(self.sizes.seed)]
+        inputs = {
+            "what": "merge",
+            "method": method,
+            "inputs": {cap: adapter_root(p) for cap, p in inputs_of.items()},
+            "weights": weights,
+            "seed": self.sizes.seed,
+            "trainers": self.source,
+        }
+        return self._get(name, inputs, lambda out: run_merge([*args, "--out", str(out)]))
+
+
+def phase_builder(suite_dir: Path, backbone: Path, work: Path, sizes: Sizes) -> Builder:
+    built = Built()
+    built.data = write_data(suite_dir, work / "data", sizes.seed)
+    return Builder(backbone, AdapterCache(work / "adapters"), sizes, built)
+
+
+def build_phases(b: Builder) -> Built:
+    """The phase adapters and the continual part's: plan, search, code, write, write++,
+    write-bad (trained or reused)."""
+    built, sizes = b.built, b.sizes
+    train, dev, bad = built.data["train"], built.data["dev"], built.data["shuffled"]
+    for cap in CAPABILITIES:
+        b.train(cap, train, capability=cap, lr=sizes.lr, epochs=sizes.epochs)
+    b.train(
+        "write++", dev, capability="write", lr=sizes.update_lr, epochs=sizes.epochs,
+        init=built.adapters["write"],
+    )  # fmt: skip
+    b.train("write-bad", bad, capability="write", lr=sizes.bad_lr, epochs=sizes.bad_epochs)
+    return built
+
+
+def build_baselines(b: Builder) -> Built:
+    """The shared LoRA, the static merges and the zero adapter (after `build_phases`)."""
+    built, sizes = b.built, b.sizes
+    phases = {cap: built.adapters[cap] for cap in CAPABILITIES}
+    for name in MERGES:
+        b.merge(name, MERGE_METHOD[name], phases, [1.0] * len(phases))
+    b.merge("zero", "linear", {"plan": built.adapters["plan"]}, [0.0])
+    b.train("shared", built.data["train"], capability=None, lr=sizes.lr, epochs=sizes.epochs)
+    return built
+
+
+def build_all(suite_dir: Path, backbone: Path, work: Path, sizes: Sizes) -> Built:
+    """Every adapter of the run (trained or reused), in a fixed order."""
+    b = phase_builder(suite_dir, backbone, work, sizes)
+    build_phases(b)
+    return build_baselines(b)

@@ -1,0 +1,88 @@
+"""Sizes of a reproduce run: flags, `REPRODUCE_*` environment variables, and presets.
+
+The full size is what `make reproduce` runs (sized to fit 45 minutes on 2 CPU cores with
+SmolLM2-135M); `quick` is the tiny size the test runs on the tiny model. Every field can be
+set by a flag (`--test 6`) or by the environment (`REPRODUCE_TEST=6`); flags win.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Sizes:
+    seed: int = 0
+    train: int = 3  # train questions per kind (x4 kinds -> gold trajectories)
+    dev: int = 1  # dev questions per kind: write++'s new data (no replay)
+    test: int = 2  # test questions per kind
+    rank: int = 8
+    alpha: int = 16
+    lr: float = 3e-3
+    epochs: int = 1
+    update_lr: float = 1e-3  # write -> write++
+    bad_lr: float = 6e-3  # the deliberately bad write adapter (shuffled answers)
+    bad_epochs: int = 1
+    max_new_tokens: int = 48  # per generation step of an episode
+    max_steps: int = 10  # generation steps per episode
+    concurrency: int = 4  # episodes at once (the vLLM engine batches them)
+    tolerance: float = 0.05  # gate tolerance of the NLL benchmarks (nats per token)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+FULL = Sizes()
+QUICK = Sizes(
+    train=1,
+    dev=1,
+    test=1,
+    rank=2,
+    alpha=4,
+    lr=1e-2,
+    update_lr=1e-3,
+    # The tiny random model cannot learn answers in a few steps, so shuffling them alone
+    # does not make it worse; at a divergent learning rate the shuffled-answer adapter is.
+    bad_lr=10.0,
+    bad_epochs=1,
+    max_new_tokens=6,
+    max_steps=6,
+    concurrency=2,
+)
+PRESETS = {"full": FULL, "quick": QUICK}
+ENV_PREFIX = "REPRODUCE_"
+
+
+def _cast(name: str, value: str) -> Any:
+    kind = type(getattr(FULL, name))
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(
+            f"{ENV_PREFIX}{name.upper()}={value!r}: expected {kind.__name__}"
+        ) from None
+
+
+def sizes_from(
+    preset: str = "full",
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Sizes:
+    """The preset, then `REPRODUCE_<FIELD>` variables, then explicit overrides (not None)."""
+    environ = os.environ if environ is None else environ
+    sizes = PRESETS[preset]
+    names = [f.name for f in fields(Sizes)]
+    from_env = {
+        n: _cast(n, environ[ENV_PREFIX + n.upper()])
+        for n in names
+        if ENV_PREFIX + n.upper() in environ
+    }
+    given = {k: v for k, v in (overrides or {}).items() if v is not None and k in names}
+    sizes = replace(sizes, **{**from_env, **given})
+    for n in ("train", "dev", "test", "rank", "epochs", "bad_epochs", "max_steps", "concurrency"):
+        if getattr(sizes, n) < 1:
+            raise ValueError(f"{n} must be at least 1, got {getattr(sizes, n)}")
+    return sizes

@@ -1,0 +1,150 @@
+"""Every method's test episodes on one engine, one method after another.
+
+One engine is loaded once (the backbone, and for vLLM its minute-long start); each method
+makes its library the engine's (`set_library`, adapters under version names `<cap>@<method>`
+so no name ever refers to two sets of weights), runs the test split through
+`evals.runner.run_suite` (resumable JSONL per method) and frees the previous library.
+
+Runs in process for the reference engine, and as `python -m evals.reproduce.episodes PLAN`
+in vLLM's own virtual environment for the vLLM engine (its interpreter pins other versions).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from evals.runner import EpisodeSettings, ItemResult, ResultsLog, RunKey, run_suite
+from evals.suite import Suite, load_suite
+
+
+@dataclass(frozen=True)
+class MethodRun:
+    method: str
+    library: dict[str, str]  # capability -> adapter directory
+    policy: str  # "hard" or "soft"
+    results: str  # JSONL results file
+
+    def key(self, suite_digest: str) -> RunKey:
+        return RunKey(suite_digest, "test", library_key_of(self.library), self.policy)
+
+
+@dataclass(frozen=True)
+class Plan:
+    suite: str
+    backbone: str
+    engine: str
+    methods: list[MethodRun]
+    max_new_tokens: int
+    max_steps: int
+    concurrency: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Plan:
+        methods = [MethodRun(**m) for m in obj["methods"]]
+        return cls(**{**obj, "methods": methods})
+
+
+def library_key_of(library: Mapping[str, str]) -> str:
+    from evals.run_cli import library_key
+
+    return library_key(library)
+
+
+def _specs(method: str, library: Mapping[str, str]) -> list[Any]:
+    from evals.trajectories import DESCRIPTIONS
+    from runtime.engine import AdapterSpec
+
+    return [
+        AdapterSpec(cap, path, version=f"{cap}@{method}", description=DESCRIPTIONS.get(cap, ""))
+        for cap, path in sorted(library.items())
+    ]
+
+
+def _engine(plan: Plan, first: MethodRun) -> Any:
+    from evals.run_cli import VLLM_CPU_ARGS
+
+    specs = _specs(first.method, first.library)
+    if plan.engine == "vllm":
+        from runtime.engines.vllm import VllmEngine
+
+        return VllmEngine(plan.backbone, specs, max_loras=2 * len(specs), **VLLM_CPU_ARGS)
+    from runtime.engines.peft import PeftEngine
+
+    return PeftEngine(plan.backbone, specs)
+
+
+def run_plan(
+    plan: Plan, on_method: Callable[[str, float, dict[str, ItemResult]], None] | None = None
+) -> dict[str, dict[str, ItemResult]]:
+    """{method: {item id: result}} for every method of the plan (resumed where files exist)."""
+    from evals.run_cli import close_engine
+
+    suite = load_suite(plan.suite)
+    out: dict[str, dict[str, ItemResult]] = {}
+    if not plan.methods:
+        return out
+    engine = _engine(plan, plan.methods[0])
+    try:
+        for run in plan.methods:
+            start = time.perf_counter()
+            engine.set_library(_specs(run.method, run.library))
+            engine.release_unused()
+            settings = EpisodeSettings(
+                policy=run.policy,
+                max_steps=plan.max_steps,
+                max_new_tokens=plan.max_new_tokens,
+                concurrency=plan.concurrency,
+                runtime_switches=run.policy == "hard",
+            )
+            out[run.method] = run_suite(
+                engine, suite, results=run.results, library=library_key_of(run.library),
+                split="test", settings=settings,
+            )  # fmt: skip
+            if on_method is not None:
+                on_method(run.method, time.perf_counter() - start, out[run.method])
+    finally:
+        close_engine(engine)
+    return out
+
+
+def read_results(plan: Plan, suite: Suite) -> dict[str, dict[str, ItemResult]]:
+    """The results files a (sub)process wrote, checked against their runs."""
+    out = {}
+    for run in plan.methods:
+        log = ResultsLog(run.results, run.key(suite.digest))
+        out[run.method] = {q.id: log.done[q.id] for q in suite.questions["test"]}
+    return out
+
+
+def run_in_subprocess(plan: Plan, python: str, plan_file: Path) -> None:
+    """`python -m evals.reproduce.episodes PLAN` (vLLM's interpreter); raises on failure."""
+    import subprocess
+
+    plan_file.write_text(json.dumps(plan.to_json(), indent=2))
+    done = subprocess.run([python, "-m", "evals.reproduce.episodes", str(plan_file)], check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the {plan.engine} episodes exited with {done.returncode}")
+
+
+def main(argv: list[str]) -> int:
+    plan = Plan.from_json(json.loads(Path(argv[0]).read_text()))
+
+    def said(method: str, seconds: float, _results: object) -> None:
+        sys.stdout.write(f"episodes: {method} done in {seconds:.0f} s\n")
+        sys.stdout.flush()
+
+    run_plan(plan, said)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

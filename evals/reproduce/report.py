@@ -1,0 +1,168 @@
+"""`reports/reproduce.md` and its chart: accuracy per method and question kind, the paper's
+numbers beside it, the continual part's gate reports, and what the run cost and cut."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evals.questions import KINDS
+
+METHODS = ("backbone", "single_lora", "additive", "ties", "dare_ties", "weact_hard", "weact_soft")
+LABELS = {
+    "backbone": "Backbone only",
+    "single_lora": "Single LoRA (one shared LoRA, all phases)",
+    "additive": "Full Additive merge",
+    "ties": "TIES merge",
+    "dare_ties": "DARE-TIES merge",
+    "weact_hard": "WeAct-hard",
+    "weact_soft": "WeAct-soft",
+}
+PAPER = {"weact_hard": 45.47, "full_sft": 42.80, "single_lora": 38.73, "strongest_merge": 35.66}
+MERGES = ("additive", "ties", "dare_ties")
+
+
+def table(results: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """{method: {kind: EM %, "mean": macro mean EM %, "f1": %, "doc_recall": %, "n": items}}."""
+    out = {}
+    for method, items in results.items():
+        by_kind: dict[str, list[float]] = {k: [] for k in KINDS}
+        for r in items.values():
+            by_kind.setdefault(r.score.kind, []).append(r.score.em)
+        row = {k: 100 * sum(v) / len(v) for k, v in by_kind.items() if v}
+        row["mean"] = sum(row[k] for k in KINDS if k in row) / max(1, sum(k in row for k in KINDS))
+        scores = [r.score for r in items.values()]
+        row["f1"] = 100 * sum(s.f1 for s in scores) / max(1, len(scores))
+        row["doc_recall"] = 100 * sum(s.doc_recall for s in scores) / max(1, len(scores))
+        row["plan_coverage"] = 100 * sum(s.plan_coverage for s in scores) / max(1, len(scores))
+        row["n"] = len(scores)
+        row["tokens"] = sum(r.decoded for r in items.values())
+        out[method] = row
+    return out
+
+
+def degenerate(rows: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """Methods that score 0 % or 100 % on every kind (a suite that does not separate)."""
+    bad = []
+    for method, row in rows.items():
+        values = [row[k] for k in KINDS if k in row]
+        if values and (all(v == 0 for v in values) or all(v == 100 for v in values)):
+            bad.append(method)
+    return bad
+
+
+def _paper(method: str, rows: Mapping[str, Mapping[str, float]]) -> str:
+    if method in ("weact_hard", "single_lora"):
+        return f"{PAPER[method]:.2f}"
+    merges = [m for m in MERGES if m in rows]
+    if merges and method == max(merges, key=lambda m: rows[m]["mean"]):
+        return f"{PAPER['strongest_merge']:.2f} (strongest static merge)"
+    return ""
+
+
+def accuracy_table(rows: Mapping[str, Mapping[str, float]]) -> list[str]:
+    head = ["Method", *KINDS, "mean EM", "F1", "doc recall", "tokens", "paper (mean acc.)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for method in [m for m in METHODS if m in rows]:
+        r = rows[method]
+        cells = [LABELS[method], *(f"{r.get(k, float('nan')):.1f}" for k in KINDS)]
+        cells += [f"**{r['mean']:.1f}**", f"{r['f1']:.1f}", f"{r['doc_recall']:.1f}"]
+        cells += [str(int(r["tokens"])), _paper(method, rows)]
+        lines.append("| " + " | ".join(cells) + " |")
+    blank = [""] * (len(head) - 2)
+    lines.append(
+        "| " + " | ".join(["Full SFT (not run here)", *blank, f"{PAPER['full_sft']:.2f}"]) + " |"
+    )
+    return lines
+
+
+def _num(value: Any, fmt: str = ".3f") -> str:
+    return "" if value is None else format(value, fmt)
+
+
+def gate_lines(continual: Any) -> list[str]:
+    lines = ["| Promotion | expected | gate | revision |", "|---|---|---|---|"]
+    for p in continual.promotions:
+        verdict = "passed" if p.passed else "**refused (409)**"
+        expected = "pass" if p.expected else "refuse"
+        lines.append(f"| {p.name} | {expected} | {verdict} | {p.revision or '-'} |")
+    for p in continual.promotions:
+        lines += ["", f"Gate report: {p.name}", ""]
+        lines += ["| benchmark | baseline | candidate | delta | 95% CI | n | verdict | by |"]
+        lines += ["|---|---|---|---|---|---|---|---|"]
+        for c in p.report.get("checks", []):
+            ci = (
+                f"[{_num(c.get('ci_low'))}, {_num(c.get('ci_high'))}]"
+                if c.get("ci_low") is not None
+                else ""
+            )
+            lines.append(
+                f"| {c['benchmark']} | {_num(c.get('baseline'))} | {_num(c.get('candidate'))} | "
+                f"{_num(c.get('delta'), '+.3f')} | {ci} | {c.get('n') or ''} | {c['verdict']} | "
+                f"{c.get('candidate_by') or ''} |"
+            )
+    return lines
+
+
+def chart(rows: Mapping[str, Mapping[str, float]], path: Path) -> Path:
+    """Grouped bars: EM % per question kind and the mean, one group per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = [m for m in METHODS if m in rows]
+    series = [*KINDS, "mean"]
+    width = 0.8 / len(series)
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    for i, kind in enumerate(series):
+        xs = [n + (i - len(series) / 2 + 0.5) * width for n in range(len(methods))]
+        ax.bar(xs, [rows[m].get(kind, 0.0) for m in methods], width, label=kind)
+    ax.axhline(PAPER["weact_hard"], color="black", linestyle="--", linewidth=0.8,
+               label="paper WeAct-hard 45.47")  # fmt: skip
+    ax.set_xticks(range(len(methods)), [LABELS[m].split(" (")[0] for m in methods], fontsize=8)
+    ax.set_ylabel("exact match, % of test questions")
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=8, ncols=3)
+    ax.set_title("reproduce: accuracy per method and question kind (test split)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(
+    path: Path,
+    rows: Mapping[str, Mapping[str, float]],
+    continual: Any,
+    run: Mapping[str, Any],
+    cuts: Sequence[str],
+) -> Path:
+    lines = ["# make reproduce", ""]
+    lines += [f"- {k}: {v}" for k, v in run.items()]
+    lines += ["", "## Accuracy (exact match %, test split)", ""]
+    lines += accuracy_table(rows)
+    bad = degenerate(rows)
+    lines += ["", "Methods at 0 % or 100 % on every kind: " + (", ".join(bad) or "none"), ""]
+    lines += [f"![chart]({run.get('chart_file', 'reproduce.png')})", ""]
+    if continual is not None:
+        lines += ["## Continual adaptation through the registry and the gate", ""]
+        lines += gate_lines(continual)
+        roots = continual.roots
+        lines += ["", f"Roots kept (backbone and untouched adapters): **{continual.roots_ok}**"]
+        lines += [
+            f"- backbone root {roots.get('backbone')}",
+            f"- revisions {roots.get('revisions')}",
+        ]
+        lines += [
+            f"- head library roots {roots.get('head')}",
+            f"- problems {roots.get('problems')}",
+        ]
+        lines += [f"- replay recorded at publish: {continual.replay}", ""]
+    lines += ["## What was cut to fit the budget", ""]
+    lines += [f"- {c}" for c in cuts]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
