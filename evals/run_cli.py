@@ -47,7 +47,7 @@ def library_key(adapters: Mapping[str, str]) -> str:
 
 
 # vLLM's CPU build: fp32 (its bf16 kernels need AVX512-BF16), short contexts, a small KV cache.
-VLLM_CPU_ARGS = {
+VLLM_CPU_ARGS: dict[str, Any] = {
     "dtype": "float32",
     "max_model_len": 4096,
     "block_size": 32,

@@ -157,11 +157,15 @@ class Story:
         current = self._current()
         revision = current["revision"] if current else None
         bob = self.clients["bob"]
-        args = {"backbone": self.backbone_root, "order": order, "expected_revision": revision}
-        dry = bob.gate(CHANNEL, adapters, **args)
-        library = {
-            c: self.local[e["adapter_id"]] for c, e in (current or {}).get("library", {}).items()
+        args: dict[str, Any] = {
+            "backbone": self.backbone_root,
+            "order": order,
+            "expected_revision": revision,
+            "create": current is None,  # the first promotion makes the channel
         }
+        dry = bob.gate(CHANNEL, adapters, **args)
+        entries = current["library"] if current else {}
+        library = {c: self.local[e["adapter_id"]] for c, e in entries.items()}
         library |= {c: self.local[i] for c, i in adapters.items()}
         scores = self.book.library(library)
         post_scores(self.clients["ci"], scores, self.data, self.suite.digest,
@@ -188,7 +192,8 @@ class Story:
             for cap, entry in prev["library"].items():
                 if cap in brought.get(rev["revision"], set()):
                     continue
-                if rev["library"].get(cap, {}).get("manifest_root") != entry["manifest_root"]:
+                kept = rev["library"].get(cap)
+                if kept is None or kept["manifest_root"] != entry["manifest_root"]:
                     problems.append(f"r{rev['revision']}: {cap} changed its manifest root")
         after = {"backbone": adapter_root(backbone)} | {
             n: adapter_root(p) for n, p in self.built.adapters.items() if n in before
