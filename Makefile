@@ -61,10 +61,12 @@ lint: $(STAMP)
 # The paper's comparison and the continual story on CPU with SmolLM2-135M (see
 # evals/reproduce/): reports/reproduce.md and reports/reproduce.png. Trained adapters are
 # cached under reports/cache by a digest of their inputs; a second run only re-evaluates.
+# Episodes run batched on vLLM's CPU build (./.venv-vllm); REPRODUCE_ARGS="--engine peft" runs
+# them on the reference engine instead (hours, not minutes).
 # Sizes: REPRODUCE_ARGS="--test 6 --train 8", or REPRODUCE_<FIELD> variables.
 REPRODUCE_ARGS ?=
-reproduce: $(STAMP)
-	$(PY) -m evals.reproduce $(REPRODUCE_ARGS)
+reproduce: $(STAMP) $(VLLM_STAMP)
+	$(PY) -m evals.reproduce --engine vllm $(REPRODUCE_ARGS)
 
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

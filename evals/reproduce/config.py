@@ -18,7 +18,8 @@ class Sizes:
     seed: int = 0
     train: int = 3  # train questions per kind (x4 kinds -> gold trajectories)
     dev: int = 1  # dev questions per kind: write++'s new data (no replay)
-    test: int = 2  # test questions per kind
+    test: int = 10  # test questions per kind (every method's episodes)
+    gate_items: int = 3  # test questions per kind whose phase samples the NLL gate scores
     rank: int = 8
     alpha: int = 16
     lr: float = 3e-3
@@ -26,9 +27,9 @@ class Sizes:
     update_lr: float = 1e-3  # write -> write++
     bad_lr: float = 6e-3  # the deliberately bad write adapter (shuffled answers)
     bad_epochs: int = 1
-    max_new_tokens: int = 48  # per generation step of an episode
-    max_steps: int = 10  # generation steps per episode
-    concurrency: int = 4  # episodes at once (the vLLM engine batches them)
+    max_new_tokens: int = 96  # per generation step (a cited answer takes 40-70 tokens)
+    max_steps: int = 14  # generation steps per episode (a gold episode takes 8-11)
+    concurrency: int = 16  # episodes at once (the vLLM engine batches them)
     tolerance: float = 0.05  # gate tolerance of the NLL benchmarks (nats per token)
 
     def to_json(self) -> dict[str, Any]:
@@ -40,6 +41,7 @@ QUICK = Sizes(
     train=1,
     dev=1,
     test=1,
+    gate_items=1,
     rank=2,
     alpha=4,
     lr=1e-2,
@@ -82,7 +84,17 @@ def sizes_from(
     }
     given = {k: v for k, v in (overrides or {}).items() if v is not None and k in names}
     sizes = replace(sizes, **{**from_env, **given})
-    for n in ("train", "dev", "test", "rank", "epochs", "bad_epochs", "max_steps", "concurrency"):
+    for n in (
+        "train",
+        "dev",
+        "test",
+        "gate_items",
+        "rank",
+        "epochs",
+        "bad_epochs",
+        "max_steps",
+        "concurrency",
+    ):
         if getattr(sizes, n) < 1:
             raise ValueError(f"{n} must be at least 1, got {getattr(sizes, n)}")
     return sizes

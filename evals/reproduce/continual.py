@@ -53,17 +53,30 @@ class ContinualResult:
         return self.roots_ok and all(p.passed == p.expected for p in self.promotions)
 
 
+def gate_trajectories(suite: Suite, per_kind: int) -> list[Any]:
+    """The first `per_kind` test questions of each kind, in suite order: the items the NLL
+    benchmarks score (a forward pass over every test phase sample per adapter would cost more
+    than the whole episode budget on 2 cores)."""
+    counts: dict[str, int] = {}
+    picked = set()
+    for q in suite.questions["test"]:
+        if counts.get(q.kind, 0) < per_kind:
+            counts[q.kind] = counts.get(q.kind, 0) + 1
+            picked.add(q.id)
+    return [t for t in suite.trajectories["test"] if t.id in picked]
+
+
 class NllBook:
     """Masked NLL of the test phase samples, per (capability, adapter), computed once."""
 
-    def __init__(self, backbone: Path, suite: Suite) -> None:
+    def __init__(self, backbone: Path, suite: Suite, per_kind: int) -> None:
         from transformers import AutoTokenizer
 
         from trainers.phases import build_samples
 
         tokenizer = AutoTokenizer.from_pretrained(backbone)
         self.backbone = backbone
-        self.samples = build_samples(suite.trajectories["test"], tokenizer)
+        self.samples = build_samples(gate_trajectories(suite, per_kind), tokenizer)
         self.capabilities = sorted({s.capability for s in self.samples})
         self._done: dict[tuple[str, str | None], Any] = {}
 
@@ -94,7 +107,7 @@ class Story:
         self.suite = suite
         self.data = [suite_dir / trajectories_file("test")]
         self.sizes = sizes
-        self.book = NllBook(backbone, suite)
+        self.book = NllBook(backbone, suite, sizes.gate_items)
         admin_token = registry.bootstrap_token("admin", "admin")
         self.admin = RegistryClient(registry.url, admin_token)
         self.clients = {"admin": self.admin}

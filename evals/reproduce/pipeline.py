@@ -113,8 +113,10 @@ def cuts(sizes: Sizes, engine: str) -> list[str]:
         f"training data: {sizes.train} train questions per kind ({k * sizes.train} gold "
         f"trajectories), {sizes.epochs} epoch(s), LoRA rank {sizes.rank}, lr {sizes.lr}; "
         "the paper trains on full research trajectories",
-        f"test split: {sizes.test} questions per kind ({k * sizes.test} in all; the issue asks "
-        "for at least 40 per kind)",
+        f"test split: {sizes.test} questions per kind ({k * sizes.test} in all) per method; "
+        "`weact eval suite` generates 40 per kind by default",
+        f"the NLL gate scores the phase samples of the first {sizes.gate_items} test questions "
+        "per kind (one forward pass per sample and adapter)",
         f"episodes: at most {sizes.max_steps} generation steps of {sizes.max_new_tokens} "
         "tokens; under the hard policy the runtime makes each prescribed switch itself "
         "(no bare-backbone turn before each phase)",
