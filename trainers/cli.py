@@ -86,12 +86,25 @@ def _samples(data: Sequence[Path], backbone: Path, capabilities: set[str] | None
 
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[int, int, float], None]]:
+    """Training steps on stderr (`registry.cli.progress`): a bar with the loss on a terminal,
+    a line per step when forced elsewhere (`WEACT_PROGRESS=1`), nothing otherwise."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    from registry.cli.progress import progress_enabled
+
+    console = Console(stderr=True)
+    if not progress_enabled():
+        yield lambda step, total, loss: None
+        return
+    if not console.is_terminal:
+        yield lambda step, total, loss: click.echo(
+            f"{label}: step {step}/{total} loss {loss:.4f}", err=True
+        )
+        return
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
     columns.append(TextColumn("loss {task.fields[loss]:.4f}"))
-    with Progress(*columns, transient=False, console=Console(stderr=True)) as progress:
+    with Progress(*columns, transient=False, console=console) as progress:
         task = progress.add_task(label, total=None, loss=float("nan"))
 
         def on_step(step: int, total: int, loss: float) -> None:
@@ -114,10 +127,14 @@ def _registry_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _publish(directory: Path, capability: str, opts: dict[str, Any]) -> dict[str, Any]:
+    from registry.cli.progress import transfer_progress
     from registry.client import RegistryClient
     from trainers.publish import publish_adapter
 
-    with RegistryClient(opts["registry_url"], opts["token"]) as client:
+    with (
+        RegistryClient(opts["registry_url"], opts["token"]) as client,
+        transfer_progress(f"publish {directory.name}") as progress,
+    ):
         adapter = publish_adapter(
             directory,
             client=client,
@@ -125,6 +142,7 @@ def _publish(directory: Path, capability: str, opts: dict[str, Any]) -> dict[str
             parent_id=opts.get("parent_id"),
             label=opts.get("label"),
             allow_replay=bool(opts.get("allow_replay")),
+            progress=progress,
         )
     return dict(adapter)
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from registry.cli.progress import steps
 from storage.errors import AdapterFormatError, StorageError
 from storage.lora import (
     CONFIG_FILE,
@@ -262,26 +263,33 @@ def _targets(adapters: Sequence[LoraAdapter], modules: Sequence[str]) -> list[st
 def merge_adapters(
     paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], spec: MergeSpec
 ) -> Path:
-    """Merge the adapters at `paths` into a PEFT adapter directory `out`."""
+    """Merge the adapters at `paths` into a PEFT adapter directory `out`; progress on stderr
+    (`registry.cli.progress`): a step per adapter read, the merge, the write."""
     from safetensors.torch import save_file
 
     check_empty(out)
-    adapters = [read_adapter(p) for p in paths]
-    factors, rank = merged_factors(adapters, spec)
-    tensors = {}
-    for m, (a, b) in factors.items():
-        tensors[lora_key(m, "A")], tensors[lora_key(m, "B")] = a.contiguous(), b.contiguous()
-    with adapter_dir(out) as tmp:
-        save_file(tensors, tmp / WEIGHTS_FILE, metadata={"format": "pt"})
-        config = _config(adapters, rank, list(factors))
-        (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True))
-        record = {
-            "method": spec.method,
-            "inputs": [os.fspath(p) for p in paths],
-            "weights": list(spec.weights or [1.0] * len(adapters)),
-            "density": spec.density,
-            "seed": spec.seed,
-            "rank": rank,
-        }
-        (tmp / MERGE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    with steps(f"merge {spec.method}", len(paths) + 2) as step:
+        adapters = []
+        for p in paths:
+            step(f"read {os.fspath(p)}")
+            adapters.append(read_adapter(p))
+        step(f"merge {len(adapters)} adapters")
+        factors, rank = merged_factors(adapters, spec)
+        step(f"write {os.fspath(out)}")
+        tensors = {}
+        for m, (a, b) in factors.items():
+            tensors[lora_key(m, "A")], tensors[lora_key(m, "B")] = a.contiguous(), b.contiguous()
+        with adapter_dir(out) as tmp:
+            save_file(tensors, tmp / WEIGHTS_FILE, metadata={"format": "pt"})
+            config = _config(adapters, rank, list(factors))
+            (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True))
+            record = {
+                "method": spec.method,
+                "inputs": [os.fspath(p) for p in paths],
+                "weights": list(spec.weights or [1.0] * len(adapters)),
+                "density": spec.density,
+                "seed": spec.seed,
+                "rank": rank,
+            }
+            (tmp / MERGE_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return Path(out)

@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from registry.client import Adapter, RegistryClient
+from registry.client import Adapter, ProgressCallback, RegistryClient
 from storage.digest import sha256_file
 from storage.errors import StorageError
 from storage.manifest import manifest_of_path
@@ -123,8 +123,10 @@ def publish_adapter(
     parent_id: int | None = None,
     label: str | None = None,
     allow_replay: bool = False,
+    progress: ProgressCallback | None = None,
 ) -> Adapter:
-    """Upload and register the adapter; nothing is uploaded when it is refused."""
+    """Upload and register the adapter; nothing is uploaded when it is refused. `progress`
+    is told the bytes of each blob as it uploads."""
     directory = Path(directory)
     training = read_training(directory)
     check_files_unchanged(training)
@@ -141,4 +143,5 @@ def publish_adapter(
         parent_id=parent_id,
         label=label,
         provenance=provenance(training, capability, bool(reasons)),
+        progress=progress,
     )

@@ -2,7 +2,8 @@
 
     errors.py    one line on stderr and an exit code for every failure (every package's CLI)
     options.py   --url / WEACT_URL, --token, --json, and `client_command`
-    output.py    tables or JSON, transfer progress;  tables.py  the tables themselves
+    output.py    tables or JSON;  tables.py  the tables themselves
+    progress.py  progress of long steps and transfers on stderr (a tty, or WEACT_PROGRESS=1)
     server.py    serve (checks the blob store first), db upgrade (the database directly)
     tokens.py    token create|list|revoke (the registry with an admin token, else the database)
     catalog.py   backbone, capability

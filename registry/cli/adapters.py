@@ -16,7 +16,8 @@ import click
 
 from registry import errors
 from registry.cli.options import client_command
-from registry.cli.output import Output, transfer_progress
+from registry.cli.output import Output
+from registry.cli.progress import transfer_progress
 from registry.cli.tables import render_adapter, render_adapters, render_lineage
 from registry.client import RegistryClient
 

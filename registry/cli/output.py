@@ -1,19 +1,15 @@
-"""Results for people (rich tables) or scripts (`--json`), and progress bars for transfers."""
+"""Results for people (rich tables) or scripts (`--json`); progress is `progress.py`'s."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import click
 from rich.console import Console, RenderableType
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-
-from registry.client import ProgressCallback
 
 PIPED_WIDTH = 400
 """Columns of a table written to a pipe or file (rich's default there is 80, which cut
@@ -39,20 +35,3 @@ class Output:
             click.echo(json.dumps(data, indent=2, sort_keys=True))
         else:
             self.console.print(render(data))
-
-
-@contextmanager
-def transfer_progress(description: str) -> Iterator[ProgressCallback | None]:
-    """A progress bar on stderr for a transfer, when stderr is a terminal."""
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield None
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
-    with Progress(*columns, TransferSpeedColumn(), console=console, transient=True) as progress:
-        task = progress.add_task(description, total=None)
-
-        def update(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total or None)
-
-        yield update

@@ -93,8 +93,8 @@ class ChannelSummary:
 
 @dataclass(frozen=True)
 class AdapterDetail:
-    """One version's page. A model card and tags, once versions carry them, join here: the
-    template shows ``card`` and ``adapter.tags`` when they exist and says so when not."""
+    """One version's page: the version (its model card ``adapter.card`` and ``adapter.tags``
+    with it), its lineage, the channel heads serving it and its evaluations."""
 
     adapter: AdapterVersion
     lineage: Lineage

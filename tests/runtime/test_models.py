@@ -38,11 +38,19 @@ def test_smollm2_is_located_without_importing_it() -> None:
 
 
 @pytest.mark.slow
-def test_smollm2_conversion_round_trip(tmp_path: Path) -> None:
+def test_smollm2_conversion_round_trip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from transformers import AutoTokenizer
 
+    monkeypatch.setenv("WEACT_PROGRESS", "1")  # stderr is no terminal here: forced
     out = smollm2_dir(tmp_path)
+    steps = [line for line in capsys.readouterr().err.splitlines() if "convert SmolLM2" in line]
+    assert [line.split(" ", 4)[3] for line in steps[:-1]] == ["1/3", "2/3", "3/3"]
+    assert steps[0] == f"convert SmolLM2: step 1/3 load and dequantise {smollm2_gguf().name}"
+    assert steps[-1].startswith("convert SmolLM2: done in ")
     assert smollm2_dir(tmp_path) == out  # cached: no second conversion
+    assert "convert SmolLM2" not in capsys.readouterr().err
     model = load_backbone(out)
     assert model.config.model_type == "llama"
     assert not hasattr(model.config, "quantization_config")

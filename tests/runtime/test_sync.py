@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,27 @@ def test_pulled_library_loads_and_audits_to_the_registry_roots(
     assert (node["revision"], node["audit_ok"]) == (revision["revision"], True)
     listed = {n["id"]: n for n in registry.admin.list_nodes()}["node-1"]
     assert listed["audit"]["adapters"] == dict(report.adapters)
+
+
+def test_the_install_shows_a_step_per_adapter_on_stderr(
+    registry: Registry,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Forced (`WEACT_PROGRESS=1`: stderr is no terminal here), each adapter is a step on
+    stderr, nothing on stdout; `WEACT_PROGRESS=0` is silent."""
+    monkeypatch.setenv("WEACT_PROGRESS", "1")
+    revision, specs = pull_library(registry.node, "prod", tmp_path)
+    out, err = capsys.readouterr()
+    assert out == ""
+    label = f"install prod revision {revision['revision']}"
+    *lines, done = err.splitlines()
+    assert lines == [f"{label}: step {i}/3 {s.name}: {s.version}" for i, s in enumerate(specs, 1)]
+    assert re.fullmatch(rf"{label}: done in \d+\.\d s", done)
+    monkeypatch.setenv("WEACT_PROGRESS", "0")
+    assert pull_library(registry.node, "prod", tmp_path)[1] == specs
+    assert capsys.readouterr() == ("", "")
 
 
 def test_a_verified_copy_is_kept_and_a_tampered_one_pulled_again(

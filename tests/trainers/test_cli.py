@@ -92,3 +92,40 @@ def test_eval_nll_uses_each_capability_s_adapter_or_the_bare_backbone(
     assert mixed["plan"]["adapter"] == str(plan)
     assert [x["nll"] for x in merged][0] == mixed["plan"]["nll"]
     assert all(x["adapter"] == str(plan) for x in merged)
+
+
+def test_merge_progress_goes_to_stderr_and_json_stdout_stays_one_document(
+    tiny_backbone: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forced with `WEACT_PROGRESS=1` (CliRunner's stderr is no terminal): a line per step on
+    stderr, and stdout is the `--json` result alone; unforced, stderr stays empty."""
+    import re
+
+    from runtime.tiny import build_tiny_adapter
+
+    a = build_tiny_adapter(tiny_backbone, tmp_path / "a", seed=1)
+    b = build_tiny_adapter(tiny_backbone, tmp_path / "b", seed=2)
+    args = ["merge", "--method", "ties", "--adapter", str(a), "--adapter", str(b), "--json"]
+    runner = CliRunner()
+    monkeypatch.setenv("WEACT_PROGRESS", "1")
+    out = tmp_path / "forced"
+    forced = runner.invoke(app, [*args, "--out", str(out)])
+    assert forced.exit_code == 0, forced.output
+    assert json.loads(forced.stdout) == {
+        "method": "ties",
+        "adapters": [str(a), str(b)],
+        "out": str(out),
+    }
+    *lines, done = forced.stderr.splitlines()
+    assert lines == [
+        f"merge ties: step 1/4 read {a}",
+        f"merge ties: step 2/4 read {b}",
+        "merge ties: step 3/4 merge 2 adapters",
+        f"merge ties: step 4/4 write {out}",
+    ]
+    assert re.fullmatch(r"merge ties: done in \d+\.\d s", done)
+    monkeypatch.delenv("WEACT_PROGRESS")
+    quiet = runner.invoke(app, [*args, "--out", str(tmp_path / "quiet")])
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stderr == ""
+    assert json.loads(quiet.stdout)["out"] == str(tmp_path / "quiet")

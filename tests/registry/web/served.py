@@ -26,6 +26,10 @@ PEOPLE = {
     "evaluator": "eve",
 }
 CAPABILITIES = (("plan", "Plan the research"), ("search", "Search the KB"), ("write", "Write"))
+CARD = "# write++\n\nWrites the report with <b>citations</b> kept; trained on kb-v2.\n"
+"""write@2's model card (its README.md): markup in it is text, never HTML."""
+TAGS = {"dataset": "kb-v2", "stage": "beta"}
+"""write@2's tags."""
 
 
 @dataclass
@@ -39,8 +43,10 @@ class Served:
     def client(self, who: str) -> RegistryClient:
         return RegistryClient(self.url, self.tokens[who])
 
-    def push(self, capability: str, seed: int, **extra: Any) -> int:
+    def push(self, capability: str, seed: int, card: str | None = None, **extra: Any) -> int:
         directory = write_adapter(self.tmp / f"{capability}-{seed}", seed=seed)
+        if card is not None:
+            (directory / "README.md").write_text(card, encoding="utf-8")
         provenance = {"capabilities": [capability], "data_digests": ["e" * 64], "seed": seed}
         with self.client("publisher") as client:
             adapter = client.push_adapter(
@@ -89,7 +95,9 @@ def populate_served(server: EmbeddedRegistry, tmp: Path) -> Served:
         first = {cap: ids[f"{cap}@1"] for cap, _ in CAPABILITIES}
         approver.promote("prod", first, backbone=served.backbone, order=list(first), create=True)
         approver.create_benchmark(**BENCHMARK)
-    ids["write@2"] = served.push_approved("write", 14, parent_id=ids["write@1"], label="write++")
+    ids["write@2"] = served.push_approved(
+        "write", 14, parent_id=ids["write@1"], label="write++", card=CARD, tags=TAGS
+    )
     _score(served, ids["write@1"], 0.80)
     _score(served, ids["write@2"], 0.86)
     ids["write@3"] = served.push_approved("write", 15, parent_id=ids["write@2"], label="write-bad")

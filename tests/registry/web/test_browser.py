@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from served import Served, populate_served
+from served import CARD, TAGS, Served, populate_served
 from shots import Shots
 from support.browser import chromium_path, launch_chromium
 
@@ -125,6 +125,29 @@ def test_lineage_graph_points_from_parent_to_child(
         assert end == pytest.approx((right[0], right[1] + right[3] / 2), abs=3)
     assert page.locator("svg.lineage path.edge").count() == 3
     shots.take(page, "06-adapter-lineage")
+    context.close()
+
+
+def test_version_page_shows_its_model_card_and_tags(
+    browser: Any, served: Served, shots: Shots
+) -> None:
+    """write@2 was pushed with a README.md and tags: its page shows both, server-rendered
+    (JavaScript off), the card's markup as text."""
+    context = browser.new_context(viewport=VIEWPORT, java_script_enabled=False)
+    page = context.new_page()
+    sign_in(page, served, "reader")
+    page.goto(f"{served.url}/adapters/{served.ids['write@2']}")
+    card = page.locator("#card pre.card-text")
+    assert card.inner_text().strip() == CARD.strip()
+    assert card.locator("b").count() == 0  # <b> in the card is text, not markup
+    tags = page.inner_text("#card p.tags")
+    for key, value in TAGS.items():
+        assert f"{key}={value}" in tags
+    assert "README.md" in page.inner_text("table.files")
+    shots.take(page, "15-model-card")
+    page.goto(f"{served.url}/adapters/{served.ids['write@1']}")  # pushed without a card
+    assert "No model card recorded" in page.inner_text("#card")
+    assert page.locator("#card p.tags").count() == 0
     context.close()
 
 

@@ -82,6 +82,22 @@ def test_adapter_page(read_site: Site) -> None:
     assert "No model card recorded" in text
 
 
+def test_adapter_page_shows_the_model_card_and_tags_escaped(site: Site) -> None:
+    api = site.api
+    card = "# write, tuned\n\nCites <script>alert(1)</script> & more.\n"
+    files = api.upload_adapter(seed=21) | {"README.md": api.put_blob(card.encode())}
+    tags = {"dataset": "kb-v2", "note": "<i>x</i>"}
+    adapter = api.adapter("write", site.backbone, files=files, tags=tags)
+    page = site.get(f"/adapters/{adapter['id']}")
+    assert page.status_code == 200
+    assert "Cites &lt;script&gt;alert(1)&lt;/script&gt; &amp; more." in page.text
+    assert "<script>alert" not in page.text
+    assert "note=&lt;i&gt;x&lt;/i&gt;" in page.text
+    text = text_of(page.text)
+    assert "Model card dataset=kb-v2 note=<i>x</i> # write, tuned" in text
+    assert "No model card recorded" not in text
+
+
 def test_lineage_graph_has_parent_to_child_edges(read_site: Site) -> None:
     ids = read_site.ids
     page = read_site.get(f"/adapters/{ids['write@1']}").text

@@ -1,0 +1,100 @@
+"""Progress of long steps on stderr, for every `weact` command and the code they run.
+
+Shown when stderr is a terminal, or when `WEACT_PROGRESS=1` forces it (a log file, a CI job,
+a test); `WEACT_PROGRESS=0` silences it. It never goes to stdout, so `--json` output stays one
+parseable document. Two shapes:
+
+- `steps(label, total)`: a few named steps (a conversion, a merge, a library install), one
+  line each as it begins: `merge ties: step 2/4 read b`, then `merge ties: done in 3.1 s`.
+- `transfer_progress(description)`: bytes of a blob transfer (push, pull): a rich bar on a
+  terminal, a line per finished blob when forced elsewhere.
+
+The trainers, the runtime and the evals import it (they may import the registry's client
+side, as for `registry.cli.errors`); it imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from registry.client import ProgressCallback
+
+PROGRESS_ENV = "WEACT_PROGRESS"
+ON = ("1", "true", "yes", "on")
+OFF = ("0", "false", "no", "off")
+
+Step = Callable[[str], None]
+"""Called with a step's name as it begins."""
+
+
+def progress_enabled() -> bool:
+    """Whether progress is shown: `WEACT_PROGRESS` when set, else whether stderr is a tty."""
+    forced = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    if forced in ON:
+        return True
+    if forced in OFF:
+        return False
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _line(text: str) -> None:
+    click.echo(text, err=True)
+
+
+@contextmanager
+def steps(label: str, total: int) -> Iterator[Step]:
+    """A `Step` that writes `label: step i/total name` as each step begins, and
+    `label: done in S s` when the block ends without an error; silent when not enabled."""
+    if not progress_enabled():
+        yield lambda name: None
+        return
+    count = 0
+    started = time.monotonic()
+
+    def step(name: str) -> None:
+        nonlocal count
+        count += 1
+        _line(f"{label}: step {count}/{total} {name}")
+
+    yield step
+    _line(f"{label}: done in {time.monotonic() - started:.1f} s")
+
+
+@contextmanager
+def transfer_progress(description: str) -> Iterator[ProgressCallback | None]:
+    """Bytes of a transfer: a rich bar on a terminal stderr, a line per blob when forced
+    elsewhere, None (no reporting) when not enabled."""
+    from rich.console import Console
+    from rich.filesize import decimal
+
+    if not progress_enabled():
+        yield None
+        return
+    console = Console(stderr=True)
+    if not console.is_terminal:
+
+        def finished(done: int, total: int) -> None:
+            if total and done >= total:  # a blob of unknown length stays silent
+                _line(f"{description}: {decimal(done)}")
+
+        yield finished
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
+    with Progress(*columns, TransferSpeedColumn(), console=console, transient=True) as progress:
+        task = progress.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total or None)
+
+        yield update
