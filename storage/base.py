@@ -3,15 +3,20 @@
 Blobs are content-addressed by the sha256 (hex) of their bytes. A put hashes while it
 streams and stores nothing unless the stream ended cleanly and (if given) matched the
 expected digest; a put of a blob already stored is a no-op. Reads are verified as they go:
-a blob whose bytes no longer hash to its key raises DigestMismatchError at EOF.
+a blob whose bytes no longer hash to its key raises DigestMismatchError at EOF. `get_file`
+(a blob into a file) and `verify` (a blob read and dropped) are the zero-copy reads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any, BinaryIO, Protocol, cast, runtime_checkable
 from urllib.parse import urlparse
 
@@ -34,6 +39,10 @@ class BlobStore(Protocol):
     def get(self, digest: str) -> bytes: ...
 
     def open(self, digest: str) -> AbstractContextManager[BinaryIO]: ...
+
+    def get_file(self, digest: str, dest: str | os.PathLike[str]) -> int: ...
+
+    def verify(self, digest: str) -> int: ...
 
     def exists(self, digest: str) -> bool: ...
 
@@ -73,15 +82,49 @@ class BaseBlobStore(ABC):
     @contextmanager
     def open(self, digest: str) -> Iterator[BinaryIO]:
         """Stream a blob; reading it to EOF verifies its digest."""
-        raw = self._open_raw(check_sha256(digest))
-        try:
-            with VerifyingReader(raw, digest) as reader:
-                yield cast(BinaryIO, reader)
-        finally:
-            raw.close()
+        with self._verifying(digest) as reader:
+            yield cast(BinaryIO, reader)
+
+    def get_file(self, digest: str, dest: str | os.PathLike[str]) -> int:
+        """Write a blob to the file `dest`, verified; return its size.
+
+        The bytes go from the read buffers straight to a temp file beside `dest` (hashed on
+        a helper thread meanwhile), which is renamed to `dest` once the digest matched. On
+        any failure (DigestMismatchError, a short or failing read or write) the temp file is
+        removed and `dest` is left as it was. Like `cp`, no fsync; the file is mode 0600.
+        """
+        target = Path(dest)
+        with self._verifying(digest) as reader:  # BlobNotFoundError before any file exists
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+            try:
+                with open(fd, "wb", buffering=0) as out:
+                    size = reader.copy_to(out)
+                os.replace(tmp, target)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+                raise
+        return size
+
+    def verify(self, digest: str) -> int:
+        """Read a whole blob to check its digest, keeping none of it; return its size.
+
+        DigestMismatchError when the stored bytes no longer hash to `digest`.
+        """
+        with self._verifying(digest) as reader:
+            return reader.drain()
 
     def presigned_url(self, digest: str, expires: int = 3600) -> str | None:
         return None
+
+    @contextmanager
+    def _verifying(self, digest: str) -> Iterator[VerifyingReader]:
+        raw = self._open_raw(check_sha256(digest))
+        try:
+            with VerifyingReader(raw, digest) as reader:
+                yield reader
+        finally:
+            raw.close()
 
     @abstractmethod
     def _put_new(self, chunks: Iterator[bytes], expected: str | None) -> str:

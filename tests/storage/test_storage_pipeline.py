@@ -11,6 +11,7 @@ import threading
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -182,7 +183,7 @@ def test_verifying_reader_refuses_reads_once_closed() -> None:
         reader.read(1)
 
 
-@pytest.mark.parametrize("how", ["read", "readinto"])
+@pytest.mark.parametrize("how", ["read", "readinto", "copy_to", "drain"])
 def test_verifying_reader_memory_is_its_ring(tmp_path: Path, how: str) -> None:
     path = tmp_path / "blob"
     data = bytes(range(256)) * (48 * MIB // 256)
@@ -198,14 +199,19 @@ def test_verifying_reader_memory_is_its_ring(tmp_path: Path, how: str) -> None:
             if how == "read":
                 while reader.read(chunk):
                     pass
-            else:
+            elif how == "readinto":
                 while reader.readinto(out):
                     pass
+            elif how == "copy_to":
+                with open(tmp_path / "copy", "wb", buffering=0) as sink:
+                    assert reader.copy_to(sink) == 48 * MIB
+            else:
+                assert reader.drain() == 48 * MIB
             ring = reader.ring_size
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    served = chunk if how == "read" else 0  # read() returns a fresh copy; readinto fills `out`
+    served = chunk if how == "read" else 0  # read() returns a fresh copy; the others none
     assert peak < ring * chunk + served + 256 * 1024
 
 
@@ -219,3 +225,36 @@ def test_verifying_reader_reuses_its_ring_only_once_hashed(tmp_path: Path) -> No
     for _ in range(3):
         with open(path, "rb", buffering=0) as raw, VerifyingReader(raw, digest, 256 * 1024) as r:
             assert r.read() == data
+
+
+@pytest.mark.parametrize("chunk", [1000, 256 * 1024])
+def test_verifying_reader_copy_to_writes_what_it_hashed(tmp_path: Path, chunk: int) -> None:
+    """copy_to writes straight from the ring while the hasher reads the same slots; a short
+    writer (a few bytes per call) keeps the caller slow, a fast one lets it race ahead."""
+    data = os.urandom(4 * MIB + 77)
+    digest = hashlib.sha256(data).hexdigest()
+
+    class Trickle(io.RawIOBase):
+        def __init__(self) -> None:
+            self.got = bytearray()
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b: Any) -> int:
+            piece = memoryview(b)[:65536]
+            self.got += piece
+            return len(piece)
+
+    for sink in (io.BytesIO(), Trickle()):
+        with VerifyingReader(io.BytesIO(data), digest, chunk) as reader:
+            assert reader.copy_to(sink) == len(data)
+            assert reader.copy_to(sink) == 0
+        written = sink.getvalue() if isinstance(sink, io.BytesIO) else sink.got
+        assert written == data
+    wrong = hashlib.sha256(b"other").hexdigest()
+    with VerifyingReader(io.BytesIO(data), wrong, chunk) as reader:
+        with pytest.raises(DigestMismatchError):
+            reader.copy_to(io.BytesIO())
+        with pytest.raises(DigestMismatchError):
+            reader.drain()
