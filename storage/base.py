@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol, cast, runtime_checkable
 from urllib.parse import urlparse
 
-from storage.digest import check_sha256, iter_chunks
+from storage.digest import check_sha256
 from storage.errors import DigestMismatchError, UnknownStoreError
+from storage.hashwrite import hash_and_write
 from storage.verify import VerifyingReader
 
 BlobSource = BinaryIO | Iterable[bytes]
@@ -73,7 +74,7 @@ class BaseBlobStore(ABC):
             check_sha256(expected_sha256)
             if self.exists(expected_sha256):
                 return expected_sha256
-        return self._put_new(iter_chunks(src), expected_sha256)
+        return self._put_new(src, expected_sha256)
 
     def get(self, digest: str) -> bytes:
         with self.open(digest) as fh:
@@ -88,22 +89,27 @@ class BaseBlobStore(ABC):
     def get_file(self, digest: str, dest: str | os.PathLike[str]) -> int:
         """Write a blob to the file `dest`, verified; return its size.
 
-        The bytes go from the read buffers straight to a temp file beside `dest` (hashed on
-        a helper thread meanwhile), which is renamed to `dest` once the digest matched. On
-        any failure (DigestMismatchError, a short or failing read or write) the temp file is
-        removed and `dest` is left as it was. Like `cp`, no fsync; the file is mode 0600.
+        The bytes go from reusable read buffers to a temp file beside `dest` while a helper
+        thread hashes them (storage.hashwrite); the temp file is renamed to `dest` only once
+        the digest matched. On any failure (DigestMismatchError for corrupted or truncated
+        bytes, a failing read or write) it is removed and `dest` is left as it was. Like
+        `cp`, no fsync; the file is created mode 0600.
         """
         target = Path(dest)
-        with self._verifying(digest) as reader:  # BlobNotFoundError before any file exists
+        raw = self._open_raw(check_sha256(digest))  # BlobNotFoundError before any file exists
+        try:
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
             try:
                 with open(fd, "wb", buffering=0) as out:
-                    size = reader.copy_to(out)
+                    actual, size = hash_and_write(raw, out, writeback=False, name="get")
+                check_expected(actual, digest)
                 os.replace(tmp, target)
             except BaseException:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
                 raise
+        finally:
+            raw.close()
         return size
 
     def verify(self, digest: str) -> int:
@@ -127,7 +133,7 @@ class BaseBlobStore(ABC):
             raw.close()
 
     @abstractmethod
-    def _put_new(self, chunks: Iterator[bytes], expected: str | None) -> str:
+    def _put_new(self, src: BlobSource, expected: str | None) -> str:
         """Store a blob not known to exist; clean up everything on any failure."""
 
     @abstractmethod

@@ -8,9 +8,7 @@ its piece is hashed and served. Reusing buffers matters: fresh multi-MiB allocat
 read cost page faults and unmaps that, with a second thread running, cost more than the
 copy out of the ring. Memory: the ring, whatever the blob size.
 
-`copy_to` and `drain` are the zero-copy paths: each piece is written (or just counted)
-straight from its ring slot, so the bytes are copied once by the kernel into the slot, and
-once out of it by the kernel when written, while the helper thread hashes the same slot.
+`drain` reads to the end without copying anything out of the ring (a verification alone).
 """
 
 from __future__ import annotations
@@ -80,19 +78,6 @@ class VerifyingReader(io.BufferedIOBase):
         piece = self._next_view(len(view))
         view[: len(piece)] = piece
         return len(piece)
-
-    def copy_to(self, out: BinaryIO) -> int:
-        """Write the rest of the blob to `out` straight from the ring; the bytes written.
-
-        The last piece is written before the EOF check, so on DigestMismatchError `out`
-        holds every byte, verified or not: write to a temp file and discard it on error.
-        """
-        written = 0
-        while piece := self._next_view(self._chunk_size):
-            written += len(piece)
-            while piece:  # an unbuffered file may take part of it
-                piece = piece[out.write(piece) :]
-        return written
 
     def drain(self) -> int:
         """Read (and so verify) the rest of the blob without keeping it; its byte count."""

@@ -50,9 +50,10 @@ def start_writeback(fd: int, offset: int, nbytes: int) -> bool:
 
 
 class FileWriter:
-    """Append chunks to `fh` (unbuffered), starting writeback every `writeback_bytes`."""
+    """Append chunks to `fh` (unbuffered), starting writeback every `writeback_bytes`
+    (never when None: for a file that will not be fsynced)."""
 
-    def __init__(self, fh: BinaryIO, writeback_bytes: int = WRITEBACK_BYTES) -> None:
+    def __init__(self, fh: BinaryIO, writeback_bytes: int | None = WRITEBACK_BYTES) -> None:
         self._fh = fh
         self._writeback_bytes = writeback_bytes
         self.written = 0
@@ -63,6 +64,8 @@ class FileWriter:
         while view:
             view = view[self._fh.write(view) :]
         self.written += len(chunk)
+        if self._writeback_bytes is None:
+            return
         if self.written - self._started >= self._writeback_bytes:
             start_writeback(self._fh.fileno(), self._started, self.written - self._started)
             self._started = self.written

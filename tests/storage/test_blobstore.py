@@ -33,7 +33,7 @@ from storage import (
     manifest_of_stream,
     open_store,
 )
-from storage.local import WRITE_DEPTH
+from storage.hashwrite import DEPTH as WRITE_DEPTH
 from storage.s3 import S3BlobStore
 
 THRESHOLD = 1024  # S3: blobs from this size go through multipart upload

@@ -10,6 +10,7 @@ import os
 import threading
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from storage import DigestMismatchError
 from storage.digest import OverlappedSha256
+from storage.hashwrite import DEPTH, hash_and_write
 from storage.pipeline import Chunk, Stage
 from storage.verify import VerifyingReader
 from storage.writeback import FileWriter, start_writeback
@@ -183,7 +185,7 @@ def test_verifying_reader_refuses_reads_once_closed() -> None:
         reader.read(1)
 
 
-@pytest.mark.parametrize("how", ["read", "readinto", "copy_to", "drain"])
+@pytest.mark.parametrize("how", ["read", "readinto", "drain"])
 def test_verifying_reader_memory_is_its_ring(tmp_path: Path, how: str) -> None:
     path = tmp_path / "blob"
     data = bytes(range(256)) * (48 * MIB // 256)
@@ -202,9 +204,6 @@ def test_verifying_reader_memory_is_its_ring(tmp_path: Path, how: str) -> None:
             elif how == "readinto":
                 while reader.readinto(out):
                     pass
-            elif how == "copy_to":
-                with open(tmp_path / "copy", "wb", buffering=0) as sink:
-                    assert reader.copy_to(sink) == 48 * MIB
             else:
                 assert reader.drain() == 48 * MIB
             ring = reader.ring_size
@@ -227,34 +226,70 @@ def test_verifying_reader_reuses_its_ring_only_once_hashed(tmp_path: Path) -> No
             assert r.read() == data
 
 
-@pytest.mark.parametrize("chunk", [1000, 256 * 1024])
-def test_verifying_reader_copy_to_writes_what_it_hashed(tmp_path: Path, chunk: int) -> None:
-    """copy_to writes straight from the ring while the hasher reads the same slots; a short
-    writer (a few bytes per call) keeps the caller slow, a fast one lets it race ahead."""
-    data = os.urandom(4 * MIB + 77)
+def test_hash_and_write_memory_is_its_ring(tmp_path: Path) -> None:
+    """A file source is read into DEPTH + 2 reusable buffers, hashed and written in place."""
+    path = tmp_path / "blob"
+    data = bytes(range(256)) * (48 * MIB // 256)
+    path.write_bytes(data)
     digest = hashlib.sha256(data).hexdigest()
+    del data
+    gc.collect()
+    tracemalloc.start()
+    try:
+        with open(path, "rb") as src, open(tmp_path / "copy", "wb", buffering=0) as out:
+            got = hash_and_write(src, out, writeback=False, name="test", chunk_size=MIB)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got == (digest, 48 * MIB)
+    assert (tmp_path / "copy").stat().st_size == 48 * MIB
+    assert peak < (DEPTH + 2) * MIB + 256 * 1024
 
-    class Trickle(io.RawIOBase):
-        def __init__(self) -> None:
-            self.got = bytearray()
 
-        def writable(self) -> bool:
-            return True
+class _Trickle(io.RawIOBase):
+    """A sink that takes at most 64 KiB per write: the writer lags behind the reader."""
 
-        def write(self, b: Any) -> int:
-            piece = memoryview(b)[:65536]
-            self.got += piece
-            return len(piece)
+    def __init__(self) -> None:
+        self.got = bytearray()
 
-    for sink in (io.BytesIO(), Trickle()):
-        with VerifyingReader(io.BytesIO(data), digest, chunk) as reader:
-            assert reader.copy_to(sink) == len(data)
-            assert reader.copy_to(sink) == 0
-        written = sink.getvalue() if isinstance(sink, io.BytesIO) else sink.got
-        assert written == data
-    wrong = hashlib.sha256(b"other").hexdigest()
-    with VerifyingReader(io.BytesIO(data), wrong, chunk) as reader:
-        with pytest.raises(DigestMismatchError):
-            reader.copy_to(io.BytesIO())
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        piece = memoryview(b)[: 64 * 1024]
+        self.got += piece
+        return len(piece)
+
+
+@pytest.mark.parametrize("chunk", [1000, 256 * 1024])
+@pytest.mark.parametrize("kind", ["file", "chunks"])
+def test_hash_and_write_writes_and_hashes_every_byte_in_order(chunk: int, kind: str) -> None:
+    """Slow and fast writers, chunks hashed inline or on the helper thread: a ring slot
+    refilled before both helpers were done with it would break the digest or the copy."""
+    data = os.urandom(4 * MIB + 77)
+    for sink in (io.BytesIO(), _Trickle()):
+        src = io.BytesIO(data) if kind == "file" else iter([data[:chunk], data[chunk:]])
+        got = hash_and_write(src, sink, writeback=False, name="test", chunk_size=chunk)  # type: ignore[arg-type]
+        assert got == (hashlib.sha256(data).hexdigest(), len(data))
+        assert (sink.getvalue() if isinstance(sink, io.BytesIO) else bytes(sink.got)) == data
+
+
+def test_hash_and_write_raises_a_source_failure_after_joining_its_helpers() -> None:
+    def broken() -> Iterator[bytes]:
+        yield os.urandom(MIB)
+        raise ConnectionResetError("source went away")
+
+    with pytest.raises(ConnectionResetError):
+        hash_and_write(broken(), io.BytesIO(), writeback=False, name="test-stage")
+    assert _stage_threads() == []
+    assert not [t for t in threading.enumerate() if t.name == "sha256"]
+
+
+def test_verifying_reader_drain_verifies() -> None:
+    data = os.urandom(MIB + 5)
+    with _reader(data, chunk=64 * 1024) as reader:
+        assert reader.drain() == len(data)
+        assert reader.drain() == 0
+    with _reader(data, hashlib.sha256(b"other").hexdigest()) as reader:
         with pytest.raises(DigestMismatchError):
             reader.drain()
