@@ -21,9 +21,28 @@ from storage.digest import OverlappedSha256
 from storage.hashwrite import DEPTH, hash_and_write
 from storage.pipeline import Chunk, Stage
 from storage.verify import VerifyingReader
-from storage.writeback import FileWriter, start_writeback
+from storage.writeback import WRITE_PIECE, FileWriter, start_writeback
 
 MIB = 1024 * 1024
+
+
+class _Trickle(io.RawIOBase):
+    """A sink that takes at most `limit` bytes per write (a writer lagging behind the
+    reader) and records the size of each write it was handed."""
+
+    def __init__(self, limit: int | None = 64 * 1024) -> None:
+        self.got = bytearray()
+        self.calls: list[int] = []
+        self._limit = limit
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        self.calls.append(len(memoryview(b)))
+        piece = memoryview(b)[: self._limit]
+        self.got += piece
+        return len(piece)
 
 
 def _stage_threads() -> list[threading.Thread]:
@@ -144,6 +163,18 @@ def test_file_writer_writes_everything_and_starts_writeback(tmp_path: Path) -> N
     assert path.read_bytes() == data
 
 
+def test_file_writer_hands_write_at_most_a_piece() -> None:
+    """Large write() calls cost several times the CPU in the page cache (see WRITE_PIECE)."""
+    data = os.urandom(3 * WRITE_PIECE + 5)
+    sink = _Trickle(limit=None)
+    writer = FileWriter(sink, writeback_bytes=None)  # type: ignore[arg-type]
+    writer(data)
+    writer(memoryview(data)[:7])
+    assert bytes(sink.got) == data + data[:7]
+    assert max(sink.calls) == WRITE_PIECE
+    assert len(sink.calls) == 5
+
+
 def _reader(data: bytes, digest: str | None = None, chunk: int = 1000) -> VerifyingReader:
     return VerifyingReader(io.BytesIO(data), digest or hashlib.sha256(data).hexdigest(), chunk)
 
@@ -244,21 +275,6 @@ def test_hash_and_write_memory_is_its_ring(tmp_path: Path) -> None:
     assert got == (digest, 48 * MIB)
     assert (tmp_path / "copy").stat().st_size == 48 * MIB
     assert peak < (DEPTH + 2) * MIB + 256 * 1024
-
-
-class _Trickle(io.RawIOBase):
-    """A sink that takes at most 64 KiB per write: the writer lags behind the reader."""
-
-    def __init__(self) -> None:
-        self.got = bytearray()
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, b: Any) -> int:
-        piece = memoryview(b)[: 64 * 1024]
-        self.got += piece
-        return len(piece)
 
 
 @pytest.mark.parametrize("chunk", [1000, 256 * 1024])
