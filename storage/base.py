@@ -3,20 +3,26 @@
 Blobs are content-addressed by the sha256 (hex) of their bytes. A put hashes while it
 streams and stores nothing unless the stream ended cleanly and (if given) matched the
 expected digest; a put of a blob already stored is a no-op. Reads are verified as they go:
-a blob whose bytes no longer hash to its key raises DigestMismatchError at EOF.
+a blob whose bytes no longer hash to its key raises DigestMismatchError at EOF. `get_file`
+(a blob into a file) and `verify` (a blob read and dropped) are the zero-copy reads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any, BinaryIO, Protocol, cast, runtime_checkable
 from urllib.parse import urlparse
 
-from storage.digest import check_sha256, iter_chunks
+from storage.digest import check_sha256
 from storage.errors import DigestMismatchError, UnknownStoreError
+from storage.hashwrite import hash_and_write
 from storage.verify import VerifyingReader
 
 BlobSource = BinaryIO | Iterable[bytes]
@@ -34,6 +40,10 @@ class BlobStore(Protocol):
     def get(self, digest: str) -> bytes: ...
 
     def open(self, digest: str) -> AbstractContextManager[BinaryIO]: ...
+
+    def get_file(self, digest: str, dest: str | os.PathLike[str]) -> int: ...
+
+    def verify(self, digest: str) -> int: ...
 
     def exists(self, digest: str) -> bool: ...
 
@@ -64,7 +74,7 @@ class BaseBlobStore(ABC):
             check_sha256(expected_sha256)
             if self.exists(expected_sha256):
                 return expected_sha256
-        return self._put_new(iter_chunks(src), expected_sha256)
+        return self._put_new(src, expected_sha256)
 
     def get(self, digest: str) -> bytes:
         with self.open(digest) as fh:
@@ -73,18 +83,57 @@ class BaseBlobStore(ABC):
     @contextmanager
     def open(self, digest: str) -> Iterator[BinaryIO]:
         """Stream a blob; reading it to EOF verifies its digest."""
-        raw = self._open_raw(check_sha256(digest))
+        with self._verifying(digest) as reader:
+            yield cast(BinaryIO, reader)
+
+    def get_file(self, digest: str, dest: str | os.PathLike[str]) -> int:
+        """Write a blob to the file `dest`, verified; return its size.
+
+        The bytes go from reusable read buffers to a temp file beside `dest` while a helper
+        thread hashes them (storage.hashwrite); the temp file is renamed to `dest` only once
+        the digest matched. On any failure (DigestMismatchError for corrupted or truncated
+        bytes, a failing read or write) it is removed and `dest` is left as it was. Like
+        `cp`, no fsync; the file is created mode 0600.
+        """
+        target = Path(dest)
+        raw = self._open_raw(check_sha256(digest))  # BlobNotFoundError before any file exists
         try:
-            with VerifyingReader(raw, digest) as reader:
-                yield cast(BinaryIO, reader)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+            try:
+                with open(fd, "wb", buffering=0) as out:
+                    actual, size = hash_and_write(raw, out, writeback=False, name="get")
+                check_expected(actual, digest)
+                os.replace(tmp, target)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+                raise
         finally:
             raw.close()
+        return size
+
+    def verify(self, digest: str) -> int:
+        """Read a whole blob to check its digest, keeping none of it; return its size.
+
+        DigestMismatchError when the stored bytes no longer hash to `digest`.
+        """
+        with self._verifying(digest) as reader:
+            return reader.drain()
 
     def presigned_url(self, digest: str, expires: int = 3600) -> str | None:
         return None
 
+    @contextmanager
+    def _verifying(self, digest: str) -> Iterator[VerifyingReader]:
+        raw = self._open_raw(check_sha256(digest))
+        try:
+            with VerifyingReader(raw, digest) as reader:
+                yield reader
+        finally:
+            raw.close()
+
     @abstractmethod
-    def _put_new(self, chunks: Iterator[bytes], expected: str | None) -> str:
+    def _put_new(self, src: BlobSource, expected: str | None) -> str:
         """Store a blob not known to exist; clean up everything on any failure."""
 
     @abstractmethod

@@ -4,8 +4,9 @@ A put streams into a unique temp file under `<root>/.tmp` (same filesystem), fsy
 and renames it into place; the rename is atomic, so concurrent puts of one blob are safe
 (the last rename wins with identical bytes) and readers never see a partial blob. Temp
 files that a killed process left behind are swept when a store is opened (after a day).
-Reading the source, hashing and writing overlap (storage.pipeline); nothing is renamed
-before every chunk was written, the file fsynced and the digest checked.
+Reading the source, hashing and writing overlap (storage.hashwrite; a file source is read
+into reusable buffers); nothing is renamed before every chunk was written, the file
+fsynced and the digest checked.
 """
 
 from __future__ import annotations
@@ -19,17 +20,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
-from storage.base import BaseBlobStore, check_expected
-from storage.digest import OverlappedSha256, check_sha256, is_sha256
+from storage.base import BaseBlobStore, BlobSource, check_expected
+from storage.digest import check_sha256, is_sha256
 from storage.errors import BlobNotFoundError, StoreUnavailableError
+from storage.hashwrite import hash_and_write
 from storage.inventory import StoredBlob, TempEntry
-from storage.pipeline import Stage
-from storage.writeback import FileWriter
 
 TMP_DIR = ".tmp"
 STALE_TMP_SECONDS = 24 * 3600
-WRITE_DEPTH = 2
-INLINE_BELOW = OverlappedSha256.INLINE_BELOW
 
 
 class LocalBlobStore(BaseBlobStore):
@@ -98,10 +96,12 @@ class LocalBlobStore(BaseBlobStore):
                 if path.stat().st_mtime < cutoff:
                     path.unlink()
 
-    def _put_new(self, chunks: Iterator[bytes], expected: str | None) -> str:
+    def _put_new(self, src: BlobSource, expected: str | None) -> str:
         fd, tmp = tempfile.mkstemp(dir=self._tmp, prefix="put-")
         try:
-            digest = _write_and_hash(fd, chunks)
+            with os.fdopen(fd, "wb", buffering=0) as fh:
+                digest, _ = hash_and_write(src, fh, writeback=True, name="put")
+                os.fsync(fh.fileno())
             check_expected(digest, expected)
             final = self.path_of(digest)
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -137,22 +137,6 @@ class LocalBlobStore(BaseBlobStore):
             raise ValueError(f"not a temp file of this store: {name!r}")
         with contextlib.suppress(FileNotFoundError):
             (self._tmp / name).unlink()
-
-
-def _write_and_hash(fd: int, chunks: Iterator[bytes]) -> str:
-    """Write, hash and fsync the chunks: this thread reads the source while one helper
-    thread hashes and another writes, each with at most WRITE_DEPTH chunks queued."""
-    with (
-        os.fdopen(fd, "wb", buffering=0) as fh,
-        OverlappedSha256() as hasher,
-        Stage(FileWriter(fh), depth=WRITE_DEPTH, inline_below=INLINE_BELOW, name="put") as writer,
-    ):
-        for chunk in chunks:
-            hasher.update(chunk)
-            writer.submit(chunk)
-        writer.finish()
-        os.fsync(fh.fileno())
-        return hasher.hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:

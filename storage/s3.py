@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
-from storage.base import BaseBlobStore, check_expected
-from storage.digest import OverlappedSha256, check_sha256, is_sha256
+from storage.base import BaseBlobStore, BlobSource, check_expected
+from storage.digest import OverlappedSha256, check_sha256, is_sha256, iter_chunks
 from storage.errors import BlobNotFoundError, StoreUnavailableError, UnknownStoreError
 from storage.inventory import StoredBlob, TempEntry
 from storage.pipeline import Chunk, Stage
@@ -118,7 +118,8 @@ class S3BlobStore(BaseBlobStore):
         body: BinaryIO = response["Body"]
         return body
 
-    def _put_new(self, chunks: Iterator[bytes], expected: str | None) -> str:
+    def _put_new(self, src: BlobSource, expected: str | None) -> str:
+        chunks = iter_chunks(src)  # bytes: a part holds on to its chunks
         with OverlappedSha256() as hasher:
             head = bytearray()
             for chunk in chunks:

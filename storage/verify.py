@@ -7,6 +7,8 @@ is at most `depth + 1` pieces behind (its queue blocks), so a slot is only refil
 its piece is hashed and served. Reusing buffers matters: fresh multi-MiB allocations per
 read cost page faults and unmaps that, with a second thread running, cost more than the
 copy out of the ring. Memory: the ring, whatever the blob size.
+
+`drain` reads to the end without copying anything out of the ring (a verification alone).
 """
 
 from __future__ import annotations
@@ -76,6 +78,13 @@ class VerifyingReader(io.BufferedIOBase):
         piece = self._next_view(len(view))
         view[: len(piece)] = piece
         return len(piece)
+
+    def drain(self) -> int:
+        """Read (and so verify) the rest of the blob without keeping it; its byte count."""
+        count = 0
+        while piece := self._next_view(self._chunk_size):
+            count += len(piece)
+        return count
 
     def close(self) -> None:
         self._hasher.close()

@@ -128,12 +128,10 @@ def read_verified(
     """
     check_digest(digest)
     try:
-        size = store.size(digest)
-        with store.open(digest) as fh:
-            if size < keep_below:
+        if store.size(digest) < keep_below:
+            with store.open(digest) as fh:
                 return fh.read()
-            while fh.read(READ_CHUNK):
-                pass
+        store.verify(digest)  # hashed straight from the read buffers, nothing kept
     except StorageDigestMismatch as exc:
         raise DigestMismatchError(
             {

@@ -32,7 +32,6 @@ from storage import (
 )
 
 WEIGHTS_FILE = "adapter_model.safetensors"
-READ_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -56,10 +55,7 @@ def _check_blob(store: BlobStore, digest: str) -> str | None:
     """None when the blob is there, whole and verified; else what is wrong."""
     try:
         size = store.size(digest)
-        read = 0
-        with store.open(digest) as fh:
-            while chunk := fh.read(READ_CHUNK):
-                read += len(chunk)
+        read = store.verify(digest)  # hashed straight from the read buffers, nothing kept
     except BlobNotFoundError:
         return "missing from the store"
     except DigestMismatchError as exc:

@@ -14,6 +14,7 @@ import time
 import tracemalloc
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from storage import (
     manifest_of_stream,
     open_store,
 )
-from storage.local import WRITE_DEPTH
+from storage.hashwrite import DEPTH as WRITE_DEPTH
 from storage.s3 import S3BlobStore
 
 THRESHOLD = 1024  # S3: blobs from this size go through multipart upload
@@ -333,18 +334,27 @@ def test_pipelined_read_of_a_corrupted_blob_fails_at_eof(big_case: StoreCase) ->
             fh.read(1)
 
 
-def test_local_write_failure_leaves_nothing_behind(tmp_path: Path) -> None:
-    """The writer thread hits the file size limit (EFBIG) half way through a put."""
-    case = _local_case(tmp_path)
+@contextmanager
+def _file_size_limit(limit: int) -> Iterator[None]:
+    """Writes past `limit` bytes of a file fail with EFBIG (not the SIGXFSZ signal)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (2 * BIG_CHUNK, hard))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
     try:
-        with pytest.raises(OSError, match="too large") as info:
-            case.store.put(_chunks(_payload(BIG), BIG_CHUNK))
+        yield
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, previous)
+
+
+def test_local_write_failure_leaves_nothing_behind(tmp_path: Path) -> None:
+    """The writer thread hits the file size limit (EFBIG) half way through a put."""
+    case = _local_case(tmp_path)
+    with (
+        _file_size_limit(2 * BIG_CHUNK),
+        pytest.raises(OSError, match="too large") as info,
+    ):
+        case.store.put(_chunks(_payload(BIG), BIG_CHUNK))
     assert info.value.errno == errno.EFBIG
     assert case.leftovers() == []
 
@@ -384,3 +394,87 @@ def test_local_put_holds_a_bounded_number_of_chunks(tmp_path: Path) -> None:
     # Each helper (hashing, writing; both WRITE_DEPTH deep) is at most WRITE_DEPTH queued
     # plus one in hand behind the caller's chunk, and the source makes the next one.
     assert peak < (WRITE_DEPTH + 3) * chunk + 512 * 1024
+
+
+# Zero-copy reads: `get_file` (a blob into a file, renamed into place once verified) and
+# `verify` (a blob read and dropped). Same guarantees as `open`: nothing unverified is kept.
+
+
+def _dest_dir(tmp_path: Path) -> Path:
+    out = tmp_path / "out"
+    out.mkdir()
+    return out
+
+
+@pytest.mark.parametrize("size", [*SIZES, BIG])
+def test_get_file_writes_the_verified_blob(big_case: StoreCase, tmp_path: Path, size: int) -> None:
+    data = _payload(size, seed=4)
+    digest = big_case.store.put(_chunks(data, BIG_CHUNK))
+    out = _dest_dir(tmp_path)
+    assert big_case.store.get_file(digest, out / "blob.bin") == size
+    assert (out / "blob.bin").read_bytes() == data
+    assert [p.name for p in out.iterdir()] == ["blob.bin"]
+    assert big_case.store.verify(digest) == size
+
+
+@pytest.mark.parametrize("damage", ["flipped", "truncated", "longer"])
+def test_get_file_of_a_damaged_blob_leaves_nothing(
+    big_case: StoreCase, tmp_path: Path, damage: str
+) -> None:
+    data = _payload(BIG, seed=5)
+    digest = big_case.store.put(io.BytesIO(data))
+    bad = {
+        "flipped": data[:BIG_CHUNK] + bytes([data[BIG_CHUNK] ^ 1]) + data[BIG_CHUNK + 1 :],
+        "truncated": data[: 3 * BIG_CHUNK + 1],
+        "longer": data + b"\0",
+    }[damage]
+    big_case.corrupt(digest, bad)
+    out = _dest_dir(tmp_path)
+    with pytest.raises(DigestMismatchError) as info:
+        big_case.store.get_file(digest, out / "blob.bin")
+    assert (info.value.expected, info.value.actual) == (digest, _sha(bad))
+    assert list(out.iterdir()) == []
+    with pytest.raises(DigestMismatchError):
+        big_case.store.verify(digest)
+    assert not [t for t in threading.enumerate() if t.name == "sha256"]
+
+
+def test_get_file_keeps_an_existing_file_unless_verified(case: StoreCase, tmp_path: Path) -> None:
+    data = _payload(3 * THRESHOLD, seed=6)
+    digest = case.store.put(io.BytesIO(data))
+    out = _dest_dir(tmp_path)
+    (out / "blob.bin").write_bytes(b"previous")
+    case.corrupt(digest, data[:-1])
+    with pytest.raises(DigestMismatchError):
+        case.store.get_file(digest, out / "blob.bin")
+    assert (out / "blob.bin").read_bytes() == b"previous"
+    case.corrupt(digest, data)
+    case.store.get_file(digest, out / "blob.bin")
+    assert (out / "blob.bin").read_bytes() == data
+    assert [p.name for p in out.iterdir()] == ["blob.bin"]
+
+
+def test_get_file_and_verify_of_a_missing_blob(case: StoreCase, tmp_path: Path) -> None:
+    out = _dest_dir(tmp_path)
+    digest = _sha(b"never stored")
+    with pytest.raises(BlobNotFoundError):
+        case.store.get_file(digest, out / "blob.bin")
+    with pytest.raises(BlobNotFoundError):
+        case.store.verify(digest)
+    with pytest.raises(InvalidDigestError):
+        case.store.get_file("abc", out / "blob.bin")
+    assert list(out.iterdir()) == []
+
+
+def test_get_file_write_failure_leaves_nothing(tmp_path: Path) -> None:
+    """The destination hits the file size limit (EFBIG) half way through the copy."""
+    case = _local_case(tmp_path)
+    digest = case.store.put(_chunks(_payload(BIG), BIG_CHUNK))
+    out = _dest_dir(tmp_path)
+    with (
+        _file_size_limit(2 * BIG_CHUNK),
+        pytest.raises(OSError, match="too large") as info,
+    ):
+        case.store.get_file(digest, out / "blob.bin")
+    assert info.value.errno == errno.EFBIG
+    assert list(out.iterdir()) == []

@@ -10,17 +10,39 @@ import os
 import threading
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from storage import DigestMismatchError
 from storage.digest import OverlappedSha256
+from storage.hashwrite import DEPTH, hash_and_write
 from storage.pipeline import Chunk, Stage
 from storage.verify import VerifyingReader
-from storage.writeback import FileWriter, start_writeback
+from storage.writeback import WRITE_PIECE, FileWriter, start_writeback
 
 MIB = 1024 * 1024
+
+
+class _Trickle(io.RawIOBase):
+    """A sink that takes at most `limit` bytes per write (a writer lagging behind the
+    reader) and records the size of each write it was handed."""
+
+    def __init__(self, limit: int | None = 64 * 1024) -> None:
+        self.got = bytearray()
+        self.calls: list[int] = []
+        self._limit = limit
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        self.calls.append(len(memoryview(b)))
+        piece = memoryview(b)[: self._limit]
+        self.got += piece
+        return len(piece)
 
 
 def _stage_threads() -> list[threading.Thread]:
@@ -141,6 +163,18 @@ def test_file_writer_writes_everything_and_starts_writeback(tmp_path: Path) -> N
     assert path.read_bytes() == data
 
 
+def test_file_writer_hands_write_at_most_a_piece() -> None:
+    """Large write() calls cost several times the CPU in the page cache (see WRITE_PIECE)."""
+    data = os.urandom(3 * WRITE_PIECE + 5)
+    sink = _Trickle(limit=None)
+    writer = FileWriter(sink, writeback_bytes=None)  # type: ignore[arg-type]
+    writer(data)
+    writer(memoryview(data)[:7])
+    assert bytes(sink.got) == data + data[:7]
+    assert max(sink.calls) == WRITE_PIECE
+    assert len(sink.calls) == 5
+
+
 def _reader(data: bytes, digest: str | None = None, chunk: int = 1000) -> VerifyingReader:
     return VerifyingReader(io.BytesIO(data), digest or hashlib.sha256(data).hexdigest(), chunk)
 
@@ -182,7 +216,7 @@ def test_verifying_reader_refuses_reads_once_closed() -> None:
         reader.read(1)
 
 
-@pytest.mark.parametrize("how", ["read", "readinto"])
+@pytest.mark.parametrize("how", ["read", "readinto", "drain"])
 def test_verifying_reader_memory_is_its_ring(tmp_path: Path, how: str) -> None:
     path = tmp_path / "blob"
     data = bytes(range(256)) * (48 * MIB // 256)
@@ -198,14 +232,16 @@ def test_verifying_reader_memory_is_its_ring(tmp_path: Path, how: str) -> None:
             if how == "read":
                 while reader.read(chunk):
                     pass
-            else:
+            elif how == "readinto":
                 while reader.readinto(out):
                     pass
+            else:
+                assert reader.drain() == 48 * MIB
             ring = reader.ring_size
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    served = chunk if how == "read" else 0  # read() returns a fresh copy; readinto fills `out`
+    served = chunk if how == "read" else 0  # read() returns a fresh copy; the others none
     assert peak < ring * chunk + served + 256 * 1024
 
 
@@ -219,3 +255,57 @@ def test_verifying_reader_reuses_its_ring_only_once_hashed(tmp_path: Path) -> No
     for _ in range(3):
         with open(path, "rb", buffering=0) as raw, VerifyingReader(raw, digest, 256 * 1024) as r:
             assert r.read() == data
+
+
+def test_hash_and_write_memory_is_its_ring(tmp_path: Path) -> None:
+    """A file source is read into DEPTH + 2 reusable buffers, hashed and written in place."""
+    path = tmp_path / "blob"
+    data = bytes(range(256)) * (48 * MIB // 256)
+    path.write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    del data
+    gc.collect()
+    tracemalloc.start()
+    try:
+        with open(path, "rb") as src, open(tmp_path / "copy", "wb", buffering=0) as out:
+            got = hash_and_write(src, out, writeback=False, name="test", chunk_size=MIB)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got == (digest, 48 * MIB)
+    assert (tmp_path / "copy").stat().st_size == 48 * MIB
+    assert peak < (DEPTH + 2) * MIB + 256 * 1024
+
+
+@pytest.mark.parametrize("chunk", [1000, 256 * 1024])
+@pytest.mark.parametrize("kind", ["file", "chunks"])
+def test_hash_and_write_writes_and_hashes_every_byte_in_order(chunk: int, kind: str) -> None:
+    """Slow and fast writers, chunks hashed inline or on the helper thread: a ring slot
+    refilled before both helpers were done with it would break the digest or the copy."""
+    data = os.urandom(4 * MIB + 77)
+    for sink in (io.BytesIO(), _Trickle()):
+        src = io.BytesIO(data) if kind == "file" else iter([data[:chunk], data[chunk:]])
+        got = hash_and_write(src, sink, writeback=False, name="test", chunk_size=chunk)  # type: ignore[arg-type]
+        assert got == (hashlib.sha256(data).hexdigest(), len(data))
+        assert (sink.getvalue() if isinstance(sink, io.BytesIO) else bytes(sink.got)) == data
+
+
+def test_hash_and_write_raises_a_source_failure_after_joining_its_helpers() -> None:
+    def broken() -> Iterator[bytes]:
+        yield os.urandom(MIB)
+        raise ConnectionResetError("source went away")
+
+    with pytest.raises(ConnectionResetError):
+        hash_and_write(broken(), io.BytesIO(), writeback=False, name="test-stage")
+    assert _stage_threads() == []
+    assert not [t for t in threading.enumerate() if t.name == "sha256"]
+
+
+def test_verifying_reader_drain_verifies() -> None:
+    data = os.urandom(MIB + 5)
+    with _reader(data, chunk=64 * 1024) as reader:
+        assert reader.drain() == len(data)
+        assert reader.drain() == 0
+    with _reader(data, hashlib.sha256(b"other").hexdigest()) as reader:
+        with pytest.raises(DigestMismatchError):
+            reader.drain()
