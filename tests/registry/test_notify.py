@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from factories import backbone_manifest_json, write_adapter, write_backbone
 from sqlalchemy import create_engine, text
@@ -19,6 +17,7 @@ from support.fleet import (
     fresh_pg_database,
     registry_processes,
 )
+from support.long_polls import poll_in_thread, wait_for_polls
 
 from cli.launcher import embedded_registry
 from registry.api.notify import ChannelNotifier
@@ -120,35 +119,6 @@ def pg_database() -> Iterator[str]:
             yield url
     except PostgresUnavailable as exc:
         pytest.skip(f"PostgreSQL unavailable: {exc}")
-
-
-def poll_in_thread(url: str, token: str, after: int, wait: float) -> tuple[threading.Thread, list]:
-    out: list = []
-
-    def run() -> None:
-        start = time.monotonic()
-        response = httpx.get(
-            f"{url}/v1/channels/prod",
-            params={"after": after, "wait": wait},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=wait + 30,
-        )
-        out.append((response, time.monotonic() - start))
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out
-
-
-def wait_for_polls(url: str, count: int, timeout: float = 30) -> None:
-    """Until `count` long-polls are open in the server (its gauge), so a test acts on them."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = httpx.get(f"{url}/v1/metrics").text
-        if f"weact_long_polls_waiting {float(count)}" in text:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{count} long-polls never opened on {url}")
 
 
 @pytest.mark.postgres
