@@ -5,6 +5,8 @@
 embedded defaults, relative to `workdir`: SQLite at `.weact/registry.db`, blobs under
 `.weact/blobs`. `EmbeddedRegistry.bootstrap_token` writes the first (admin) token straight
 into the database, as `weact token create` does, since nothing can create one over HTTP yet.
+`child_process` and `wait_until_healthy` are the two halves of that for any server (the
+runtime nodes and vLLM servers of the tests): output to a log, stopped on exit.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,30 +86,55 @@ def embedded_registry(
     else:
         argv += ["--store", store_url]
     env = {k: v for k, v in os.environ.items() if k not in _REGISTRY_ENV}
+    url = f"http://127.0.0.1:{port}"
     log = workdir / "serve.log"
+    with child_process(argv, log, cwd=workdir, env=env) as process:
+        wait_until_healthy(f"{url}/v1/healthz", process, log, timeout, what="weact serve")
+        yield EmbeddedRegistry(url, database_url, store_url, process, log)
+
+
+@contextlib.contextmanager
+def child_process(
+    argv: Sequence[str],
+    log: Path,
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stop_timeout: float = 10.0,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`argv` running with its output in `log` until the block exits; then terminated
+    (killed when it has not exited after `stop_timeout` seconds)."""
     with open(log, "wb") as out:
-        process = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
-    registry = EmbeddedRegistry(f"http://127.0.0.1:{port}", database_url, store_url, process, log)
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        _wait_healthy(registry, timeout)
-        yield registry
+        yield process
     finally:
         process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=stop_timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
 
 
-def _wait_healthy(registry: EmbeddedRegistry, timeout: float) -> None:
+def wait_until_healthy(
+    url: str,
+    process: subprocess.Popen[bytes],
+    log: Path,
+    timeout: float,
+    *,
+    what: str,
+    headers: Mapping[str, str] | None = None,
+    pause: float = 0.1,
+) -> None:
+    """Until `url` answers 200; RuntimeError with the tail of `log` when `process` exits
+    first or `timeout` seconds pass."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if registry.process.poll() is not None:
-            raise RuntimeError(f"weact serve exited:\n{registry.log.read_text()[-2000:]}")
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited:\n{log.read_text()[-3000:]}")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{registry.url}/v1/healthz", timeout=1).status_code == 200:
+            if httpx.get(url, headers=headers, timeout=2).status_code == 200:
                 return
-        time.sleep(0.1)
-    tail = registry.log.read_text()[-2000:]
-    raise RuntimeError(f"weact serve not healthy after {timeout} s:\n{tail}")
+        time.sleep(pause)
+    raise RuntimeError(f"{what} not healthy after {timeout} s:\n{log.read_text()[-3000:]}")

@@ -15,10 +15,10 @@ from fastapi import APIRouter, FastAPI
 from registry.api.deps import AppState
 from registry.api.errors import install_error_handlers
 from registry.api.fleet_metrics import FleetCollector
-from registry.api.freshness import change_stamp
+from registry.api.freshness import change_stamps
 from registry.api.metrics import Metrics, MetricsMiddleware
 from registry.api.middleware import BodyLimitMiddleware, InternalErrorMiddleware
-from registry.api.notify import ChannelNotifier
+from registry.api.notify import Changes, ChannelNotifier
 from registry.api.pgbus import channel_bus
 from registry.api.routes import (
     adapters,
@@ -81,23 +81,30 @@ def create_app(settings: Settings, *, database: Database | None = None) -> FastA
         with db.read() as session:
             return registry_stats(session=session)
 
-    notifier = ChannelNotifier()
-    stamp, release_stamp = change_stamp(db, notifier)
+    notifier, token_changes = ChannelNotifier(), Changes()
+    stamps = change_stamps(db, notifier, token_changes)
     state = AppState(
         settings=settings,
         db=db,
         store=open_blob_store(settings),
         metrics=Metrics(read_stats),
         notifier=notifier,
-        channels=ChannelReads(db, stamp, render_revision, settings.channel_cache_ttl_s),
-        tokens=TokenReads(db, stamp, settings.token_cache_ttl_s),
+        token_changes=token_changes,
+        channels=ChannelReads(db, stamps.channels, render_revision, settings.channel_cache_ttl_s),
+        tokens=TokenReads(db, stamps.tokens, settings.token_cache_ttl_s),
     )
     state.metrics.registry.register(FleetCollector(lambda: read_fleet(db)))
     state.metrics.watch(
         "weact_long_polls_waiting", "Channel long-polls open now.", lambda: state.notifier.waiting
     )
+    state.metrics.watch(
+        "weact_channel_wakes",
+        "Channel notifications heard by this process since it started (each one makes the "
+        "open long-polls re-read their channel).",
+        lambda: state.notifier.generation,
+    )
     owns_db = database is None
-    bus = channel_bus(db.engine, state.notifier)
+    bus = channel_bus(db.engine, state.notifier, state.token_changes)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -108,7 +115,7 @@ def create_app(settings: Settings, *, database: Database | None = None) -> FastA
         state.notifier.close()
         if bus is not None:
             bus.stop()
-        release_stamp()
+        stamps.release()
         if owns_db:
             state.db.dispose()
 

@@ -11,7 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from registry.api.metrics import Metrics
-from registry.api.notify import ChannelNotifier
+from registry.api.notify import Changes, ChannelNotifier
 from registry.auth import Permission, authorize
 from registry.db.session import Database
 from registry.domain import Principal
@@ -26,7 +26,8 @@ class AppState:
     db: Database
     store: BlobStore
     metrics: Metrics
-    notifier: ChannelNotifier
+    notifier: ChannelNotifier  # channel revisions: wakes long-polls
+    token_changes: Changes  # token revocations: drop cached tokens
     channels: ChannelReads
     tokens: TokenReads
 

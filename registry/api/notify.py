@@ -1,10 +1,15 @@
-"""Wakes long-polling requests as soon as a channel gets a revision.
+"""Wakes long-polling requests as soon as a channel gets a revision; counts token changes.
 
-`ChannelNotifier` is the in-process part: a write in this process calls `notify()`, which
-wakes this process's waiters at once and hands the news to a cross-process bus when one is
-attached (`registry.api.pgbus`: PostgreSQL LISTEN/NOTIFY). The bus calls `wake()` when
-another process wrote. While `cross_process` is true, a long-poll sleeps until woken; without
-a bus (SQLite) or while the bus is reconnecting, it re-reads the database every interval.
+`Changes` is a generation that one kind of write moves: a write in this process calls
+`notify()`, which moves it here at once and hands the news to a cross-process bus when one
+is attached (`registry.api.pgbus`: PostgreSQL LISTEN/NOTIFY). The bus calls `wake()` when
+another process wrote, and sets `cross_process` while it delivers them. The read caches take
+their stamps from these generations (`registry.api.freshness`); token revocations have a
+`Changes` of their own, so that they drop cached tokens without waking any long-poll.
+
+`ChannelNotifier` is the `Changes` of channels, whose `wake()` also wakes this process's
+waiters. While `cross_process` is true, a long-poll sleeps until woken; without a bus
+(SQLite) or while the bus is reconnecting, it re-reads the database every interval.
 
 Waiters pass the `generation` they saw before reading the database, so a wake that lands
 between that read and the wait is never lost. `shared()` lets the waiters one wake releases
@@ -25,33 +30,45 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class ChannelNotifier:
+class Changes:
+    """A generation that one kind of write moves, in this process and through the bus."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._generation = 0
-        self._closed = False
         self.publish: Callable[[], None] | None = None  # tells other processes (a bus)
         self.cross_process = False  # whether the bus delivers other processes' writes now
-        self._shared: dict[str, tuple[int, asyncio.Future[Any]]] = {}
 
     @property
     def generation(self) -> int:
-        """Counts wakes; pass it to `wait` to return at once if one happened since."""
+        """Counts wakes; a stamp taken before a read is stale once it moved."""
         return self._generation
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def notify(self) -> None:
-        """A revision was written here: wake this process's waiters, then tell the others."""
+        """A write happened here: wake this process, then tell the others."""
         self.wake()
         if self.publish is not None:
             try:
                 self.publish()
-            except Exception:  # the write is done; other processes catch up on their poll
-                logger.exception("could not publish a channel notification")
+            except Exception:  # the write is done; other processes catch up (poll, TTL)
+                logger.exception("could not publish a change notification")
+
+    def wake(self) -> None:
+        """Another process wrote (or this one did): move the generation."""
+        with self._lock:
+            self._generation += 1
+
+
+class ChannelNotifier(Changes):
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self._closed = False
+        self._shared: dict[str, tuple[int, asyncio.Future[Any]]] = {}
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def wake(self) -> None:
         """Wake every waiter of this process (callable from any thread)."""

@@ -7,7 +7,8 @@ rendered body and ETag) in the process; `TokenReads` the principal behind each t
 An entry is served only while the **stamp** it was loaded under is still the current one
 and it is younger than `ttl_s`. The stamp comes from the caller (`registry.api.freshness`):
 a counter that every write of any registry process moves (PostgreSQL: the LISTEN/NOTIFY
-wakes of `ChannelNotifier`; SQLite: `PRAGMA data_version`), or None while no such counter
+wakes of `ChannelNotifier` for channels, of the token `Changes` for tokens; SQLite:
+`PRAGMA data_version`), or None while no such counter
 can be trusted (the listener reconnecting): then every read goes to the database. The stamp
 is taken *before* the database read, so a write that commits during a load makes the entry
 stale at once. The TTL bounds what a lost notification could cost.

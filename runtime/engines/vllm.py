@@ -102,12 +102,12 @@ class VllmEngine(Engine):
         self._library: dict[str, str] = {}  # capability -> version name, for new sessions
         self._sessions: weakref.WeakSet[VllmSession] = weakref.WeakSet()
         self._lock = threading.RLock()
-        self._check_batch(specs, replace=False)  # fail before the minute-long vLLM start
+        roots = self._check_batch(specs, replace=False)  # fail before the minute-long start
         self.driver = VllmDriver(**self._engine_args(engine_args))
         self.tokenizer = tokenizer or load_tokenizer(self.backbone_dir)
         self.vocab_size = _vocab_size(self.backbone_dir)
         try:
-            self.add_adapters(specs)
+            self._add_checked(specs, roots, replace=False)  # checked (and hashed) once
         except BaseException:
             self.close()
             raise
@@ -154,7 +154,13 @@ class VllmEngine(Engine):
         """
         specs = list(specs)
         with self._lock:
-            roots = self._check_batch(specs, replace)
+            self._add_checked(specs, self._check_batch(specs, replace), replace)
+
+    def _add_checked(
+        self, specs: Sequence[AdapterSpec], roots: Mapping[str, str], replace: bool
+    ) -> None:
+        """Load what `_check_batch` passed (`roots`: its file roots) and update the library."""
+        with self._lock:
             fresh = [
                 s for s in specs if self._names.name_of(s, roots[s.name]) not in self._resident
             ]
@@ -188,10 +194,8 @@ class VllmEngine(Engine):
         return unused
 
     def _check_batch(self, specs: Sequence[AdapterSpec], replace: bool) -> dict[str, str]:
-        """capability -> file root for every spec; AdapterLoadError naming every problem."""
-        from storage.errors import StorageError
-        from storage.manifest import manifest_of_file
-
+        """capability -> file root for every spec (each adapter hashed once, here);
+        AdapterLoadError naming every problem."""
         names = [s.name for s in specs]
         taken = set() if replace else set(self._library)
         problems = [
@@ -201,12 +205,9 @@ class VllmEngine(Engine):
         problems.extend(f"adapter name {n!r} is not valid" for n in names if not n)
         roots: dict[str, str] = {}
         for spec in specs:
-            local = adapter_problems(Path(spec.path), self._shapes, self.max_lora_rank)
-            try:
-                roots[spec.name] = root = manifest_of_file(Path(spec.path) / WEIGHTS_FILE).root
-            except (OSError, StorageError) as exc:
-                local.append(f"{WEIGHTS_FILE}: {exc}")
-                root = ""
+            local, root = adapter_problems(Path(spec.path), self._shapes, self.max_lora_rank)
+            if root:
+                roots[spec.name] = root
             if root and spec.manifest_root not in (None, root):
                 local.append(f"manifest root {root} != expected {spec.manifest_root}")
             if root and (clash := self._names.check(spec, root)):
@@ -306,7 +307,7 @@ class VllmEngine(Engine):
 def _fitting_rank(specs: Sequence[AdapterSpec]) -> int:
     if not specs:  # a follower learns its ranks only after it starts
         return EMPTY_LIBRARY_RANK
-    needed = max(adapter_rank(Path(s.path)) for s in specs)
+    needed = max(adapter_rank(Path(s.path)) for s in specs)  # headers only: nothing hashed
     return next((r for r in LORA_RANKS if r >= needed), LORA_RANKS[-1])
 
 

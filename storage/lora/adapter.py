@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from storage.errors import AdapterFormatError
+from storage.header import TensorInfo
 from storage.lora.config import LoraConfig, capped, read_config
 from storage.lora.fields import show
 from storage.manifest import TensorEntry
@@ -33,6 +34,8 @@ _SUFFIXES = {"A": ".lora_A.weight", "B": ".lora_B.weight"}
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_-")
 
 Shapes = Mapping[str, Sequence[int]]
+# a manifest's entries, or a safetensors header's (the fit needs names, dtypes and shapes)
+Tensor = TensorEntry | TensorInfo
 
 
 @dataclass(frozen=True)
@@ -85,13 +88,14 @@ def backbone_shapes(tensors: Iterable[TensorEntry]) -> dict[str, tuple[int, ...]
 
 
 def check_adapter(
-    config: bytes | str, tensors: Iterable[TensorEntry], backbone: Shapes | None = None
+    config: bytes | str, tensors: Iterable[Tensor], backbone: Shapes | None = None
 ) -> AdapterLayout:
     """The layout of a PEFT LoRA adapter that fits `backbone`, or AdapterFormatError.
 
     `config` is the bytes of ``adapter_config.json``, `tensors` the entries of
-    ``adapter_model.safetensors`` (its manifest). Every problem of the config, the tensor
-    names and the fit is collected before raising.
+    ``adapter_model.safetensors`` (its manifest, or its header: nothing here needs the
+    digests). Every problem of the config, the tensor names and the fit is collected before
+    raising.
     """
     parsed, problems = read_config(config)
     halves = _halves(tensors, problems)
@@ -105,10 +109,8 @@ def check_adapter(
     return AdapterLayout(parsed, tuple(modules))
 
 
-def _halves(
-    tensors: Iterable[TensorEntry], problems: list[str]
-) -> dict[str, dict[str, TensorEntry]]:
-    halves: dict[str, dict[str, TensorEntry]] = {}
+def _halves(tensors: Iterable[Tensor], problems: list[str]) -> dict[str, dict[str, Tensor]]:
+    halves: dict[str, dict[str, Tensor]] = {}
     count = 0
     for tensor in tensors:
         count += 1
@@ -128,7 +130,7 @@ def _halves(
 
 def _fit(
     name: str,
-    half: Mapping[str, TensorEntry],
+    half: Mapping[str, Tensor],
     config: LoraConfig | None,
     backbone: Shapes | None,
     problems: list[str],

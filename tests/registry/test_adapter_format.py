@@ -254,7 +254,7 @@ def vllm_fit_verdict(backbone: Path, path: Path) -> Verdict:
     """The vLLM engine's check (torch-free, against the backbone's safetensors headers)."""
     from runtime.engines.lora_fit import adapter_problems, backbone_shapes
 
-    problems = adapter_problems(path, backbone_shapes(backbone), max_rank=512)
+    problems, _ = adapter_problems(path, backbone_shapes(backbone), max_rank=512)
     return ("refuse", tuple(problems)) if problems else ACCEPT
 
 

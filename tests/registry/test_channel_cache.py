@@ -4,6 +4,7 @@ ever reading a revision older than one it has seen, in one process and across pr
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -156,9 +157,16 @@ def test_the_client_remembers_what_it_saw(world: World) -> None:
 
 def test_a_token_revoked_through_the_server_is_refused_at_once(world: World) -> None:
     api = world.api
+    state = api.client.app.state.weact  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 10
+    while not (state.db.is_sqlite or state.token_changes.cross_process):
+        assert time.monotonic() < deadline, "the PostgreSQL listener never connected"
+        time.sleep(0.02)  # until it did: tokens are cached from then on, and it woke all
     made = api.ok("POST", "/tokens", json={"name": "temp", "role": "reader"})
     api.tokens["temp"] = made["token"]
     for _ in range(3):  # the token is cached now
         assert api.request("GET", "/adapters", "temp").status_code == 200
+    wakes = state.notifier.generation
     api.ok("POST", f"/tokens/{made['id']}/revoke")
     assert api.request("GET", "/adapters", "temp").status_code == 401
+    assert state.notifier.generation == wakes  # its own notification: no long-poll wakes

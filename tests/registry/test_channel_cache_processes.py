@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from factories import backbone_manifest_json, write_adapter, write_backbone
 from live import assert_consistent, at_once, live_harness, statuses
 from support.fleet import PostgresUnavailable, Seeded, fresh_pg_database, registry_processes
+from support.long_polls import poll_in_thread
 
 from cli.launcher import embedded_registry
 from registry.client import RegistryClient
@@ -137,7 +137,7 @@ def test_sqlite_workers_serve_reads_and_take_writes_one_at_a_time(tmp_path: Path
 
         # long-polls on any worker wake on a promotion through any worker (interval poll)
         for i in range(2):
-            (thread, out) = _long_poll(server.url, world.tokens["reader"], numbers[-1] + i, 30)
+            (thread, out) = poll_in_thread(server.url, world.tokens["reader"], numbers[-1] + i, 30)
             time.sleep(0.3)
             promoted = world.promote("prod", {"write": ids[i]})
             thread.join(30)
@@ -145,7 +145,7 @@ def test_sqlite_workers_serve_reads_and_take_writes_one_at_a_time(tmp_path: Path
             assert (response.status_code, response.json()["revision"]) == (200, promoted)
             assert waited < 10
         # a stop ends the open long-polls of every worker at once
-        polls = [_long_poll(server.url, world.tokens["reader"], promoted, 55) for _ in range(4)]
+        polls = [poll_in_thread(server.url, world.tokens["reader"], promoted, 55) for _ in range(4)]
         time.sleep(0.5)
         start = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
@@ -156,22 +156,3 @@ def test_sqlite_workers_serve_reads_and_take_writes_one_at_a_time(tmp_path: Path
             ((response, _),) = out
             assert response.status_code == 304
         world.close()
-
-
-def _long_poll(url: str, token: str, after: int, wait: float) -> tuple[threading.Thread, list]:
-    """A long-poll on a connection of its own (any worker may take it), in a thread."""
-    out: list = []
-
-    def run() -> None:
-        start = time.monotonic()
-        response = httpx.get(
-            f"{url}/v1/channels/prod",
-            params={"after": after, "wait": wait},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=wait + 30,
-        )
-        out.append((response, time.monotonic() - start))
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out

@@ -1,12 +1,15 @@
-"""Channel notifications: long-polls woken across registry processes, and ended on shutdown."""
+"""Channel notifications: long-polls woken across registry processes, and ended on shutdown;
+token revokes heard by every process without waking a long-poll."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
-import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -19,8 +22,9 @@ from support.fleet import (
     fresh_pg_database,
     registry_processes,
 )
+from support.long_polls import poll_in_thread, wait_for_polls
 
-from cli.launcher import embedded_registry
+from cli.launcher import EmbeddedRegistry, embedded_registry
 from registry.api.notify import ChannelNotifier
 
 # -- the in-process notifier -------------------------------------------------------------
@@ -113,7 +117,7 @@ def test_a_failed_load_is_not_shared_with_later_callers() -> None:
 # -- several registry processes on one PostgreSQL database --------------------------------
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def pg_database() -> Iterator[str]:
     try:
         with fresh_pg_database("weact_notify") as url:
@@ -122,33 +126,26 @@ def pg_database() -> Iterator[str]:
         pytest.skip(f"PostgreSQL unavailable: {exc}")
 
 
-def poll_in_thread(url: str, token: str, after: int, wait: float) -> tuple[threading.Thread, list]:
-    out: list = []
+@dataclass
+class Pair:
+    """Two registry processes on one database, versions of `write` published through `a`."""
 
-    def run() -> None:
-        start = time.monotonic()
-        response = httpx.get(
-            f"{url}/v1/channels/prod",
-            params={"after": after, "wait": wait},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=wait + 30,
-        )
-        out.append((response, time.monotonic() - start))
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out
+    a: EmbeddedRegistry
+    b: EmbeddedRegistry
+    world: Seeded  # through a
+    ids: list[int]
+    first: int  # the revision of prod that ids[0] was promoted in
 
 
-def wait_for_polls(url: str, count: int, timeout: float = 30) -> None:
-    """Until `count` long-polls are open in the server (its gauge), so a test acts on them."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = httpx.get(f"{url}/v1/metrics").text
-        if f"weact_long_polls_waiting {float(count)}" in text:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{count} long-polls never opened on {url}")
+@contextmanager
+def two_processes(tmp_path: Path, pg_database: str, versions: int) -> Iterator[Pair]:
+    backbone = write_backbone(tmp_path / "backbone")
+    directories = [write_adapter(tmp_path / f"write-{i}", seed=i) for i in range(versions)]
+    with registry_processes(tmp_path, 2, pg_database, str(tmp_path / "blobs")) as (a, b):
+        world = Seeded.create(a, backbone_manifest_json(backbone), ["write"])
+        ids = [world.publish(d, "write")["id"] for d in directories]
+        yield Pair(a, b, world, ids, world.promote("prod", {"write": ids[0]}))
+        world.close()
 
 
 @pytest.mark.postgres
@@ -157,17 +154,13 @@ def test_a_promotion_on_one_process_wakes_long_polls_on_the_other(
 ) -> None:
     """With database polling every 60 s, only LISTEN/NOTIFY can wake the other process."""
     monkeypatch.setenv("WEACT_LONG_POLL_INTERVAL_S", "60")
-    backbone = write_backbone(tmp_path / "backbone")
-    directories = [write_adapter(tmp_path / f"write-{i}", seed=i) for i in range(3)]
-    with registry_processes(tmp_path, 2, pg_database, str(tmp_path / "blobs")) as (a, b):
-        world = Seeded.create(a, backbone_manifest_json(backbone), ["write"])
-        ids = [world.publish(d, "write")["id"] for d in directories]
-        first = world.promote("prod", {"write": ids[0]})
+    with two_processes(tmp_path, pg_database, 3) as pair:
+        world, b = pair.world, pair.b
         reader = world.tokens["reader"]
 
-        thread, out = poll_in_thread(b.url, reader, after=first, wait=50)
+        thread, out = poll_in_thread(b.url, reader, after=pair.first, wait=50)
         wait_for_polls(b.url, 1)  # the poll is waiting on b
-        second = world.promote("prod", {"write": ids[1]})
+        second = world.promote("prod", {"write": pair.ids[1]})
         thread.join(20)
         ((response, _),) = out
         assert response.status_code == 200
@@ -187,12 +180,64 @@ def test_a_promotion_on_one_process_wakes_long_polls_on_the_other(
         time.sleep(1.0)
         thread, out = poll_in_thread(b.url, reader, after=second, wait=50)
         wait_for_polls(b.url, 1)
-        third = world.promote("prod", {"write": ids[2]})
+        third = world.promote("prod", {"write": pair.ids[2]})
         thread.join(20)
         ((response, _),) = out
         assert response.status_code == 200
         assert response.json()["revision"] == third
-        world.close()
+
+
+def channel_wakes(url: str) -> float:
+    """The server's count of channel notifications heard (its `weact_channel_wakes`)."""
+    found = re.search(r"^weact_channel_wakes (\S+)$", httpx.get(f"{url}/v1/metrics").text, re.M)
+    assert found is not None
+    return float(found.group(1))
+
+
+def bearer(token: dict) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token['token']}"}
+
+
+def revoke_through(world: Seeded, token: dict, other: str) -> None:
+    """Revoke `token` through `world`'s process; return once `other` refuses it."""
+    world.admin.revoke_token(token["id"])
+    deadline = time.monotonic() + 10
+    while httpx.get(f"{other}/v1/adapters", headers=bearer(token)).status_code != 401:
+        assert time.monotonic() < deadline, f"{other} still takes the revoked token"
+        time.sleep(0.05)
+
+
+@pytest.mark.postgres
+def test_a_token_revoke_reaches_the_other_process_and_wakes_no_long_poll(
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With tokens cached 60 s and long-polls asleep until woken, only the revoke's own
+    notification refuses the token on the other process; and it leaves the polls asleep."""
+    monkeypatch.setenv("WEACT_LONG_POLL_INTERVAL_S", "60")
+    monkeypatch.setenv("WEACT_TOKEN_CACHE_TTL_S", "60")
+    with two_processes(tmp_path, pg_database, 2) as pair:
+        world, b = pair.world, pair.b
+        made = [world.admin.create_token(name=f"temp-{i}", role="reader") for i in range(2)]
+        for token in made:  # cached on b now
+            for _ in range(3):
+                assert httpx.get(f"{b.url}/v1/adapters", headers=bearer(token)).status_code == 200
+
+        thread, out = poll_in_thread(b.url, world.tokens["reader"], after=pair.first, wait=50)
+        wait_for_polls(b.url, 1)
+        # b hears notifications in commit order: once it refuses the first token, it has heard
+        # every earlier one (the promotion's) too
+        revoke_through(world, made[0], b.url)
+        wakes = channel_wakes(b.url)
+        revoke_through(world, made[1], b.url)
+        assert channel_wakes(b.url) == wakes
+        assert thread.is_alive()
+        assert not out
+
+        second = world.promote("prod", {"write": pair.ids[1]})  # the poll still wakes on it
+        thread.join(20)
+        ((response, _),) = out
+        assert (response.status_code, response.json()["revision"]) == (200, second)
+        assert channel_wakes(b.url) > wakes
 
 
 def test_stopping_the_registry_ends_open_long_polls_at_once(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ pytest puts `tests/` on `sys.path` (`pythonpath` in pyproject.toml), so tests im
 - `support.serving`: `serve(app)` runs an ASGI app under uvicorn on a free local port.
 - `support.mcp_stdio`: `python -m support.mcp_stdio` serves the runtime's MCP tools over
   stdio on a scripted engine; `stdio_parameters()` starts it from a test.
+- `support.long_polls`: `poll_in_thread` (a channel long-poll in a thread) and
+  `wait_for_polls` (until a server's gauge shows them open).
 - `support.fixtures` (a pytest plugin loaded by tests/conftest.py): `registry_server`, a
   real `weact serve` from the product's own launcher (`cli.launcher`).
 """

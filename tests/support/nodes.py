@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 import anyio
 import httpx
 
-from cli.launcher import free_port, weact_command
+from cli.launcher import child_process, free_port, wait_until_healthy, weact_command
 
 _ENV_DROPPED = ("WEACT_TOKEN", "WEACT_RUNTIME_TOKEN", "WEACT_URL")
 
@@ -92,31 +91,10 @@ def runtime_node(
         "--port", str(port), "--heartbeat", str(heartbeat_s), "--poll-wait", "30",
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in _ENV_DROPPED}
+    url = f"http://127.0.0.1:{port}"
     log = workdir / "node.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
-    node = RuntimeNode(f"http://127.0.0.1:{port}", node_id, token, process, log)
-    try:
-        _wait_healthy(node, timeout)
+    with child_process(argv, log, cwd=workdir, env=env, stop_timeout=20) as process:
+        node = RuntimeNode(url, node_id, token, process, log)
+        health = f"{url}/healthz"
+        wait_until_healthy(health, process, log, timeout, what="runtime node", headers=node.headers)
         yield node
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _wait_healthy(node: RuntimeNode, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if node.process.poll() is not None:
-            raise RuntimeError(f"runtime node exited:\n{node.log.read_text()[-3000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{node.url}/healthz", headers=node.headers, timeout=1).is_success:
-                return
-        time.sleep(0.2)
-    raise RuntimeError(
-        f"runtime node not healthy after {timeout} s:\n{node.log.read_text()[-3000:]}"
-    )

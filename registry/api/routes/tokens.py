@@ -48,5 +48,5 @@ def get_tokens(state: StateDep, _actor: Admin) -> list[TokenInfo]:
 def post_revoke_token(token_id: TokenId, state: StateDep, actor: Admin) -> TokenInfo:
     with state.db.write() as session:
         revoked = revoke_token(session=session, token_id=token_id, actor=actor.name)
-    state.notifier.notify()  # every process drops its cached tokens now, not after the TTL
+    state.token_changes.notify()  # every process drops cached tokens now; no long-poll wakes
     return revoked
