@@ -8,6 +8,7 @@ pytest puts `tests/` on `sys.path` (`pythonpath` in pyproject.toml), so tests im
 - `support.serving`: `serve(app)` runs an ASGI app under uvicorn on a free local port.
 - `support.mcp_stdio`: `python -m support.mcp_stdio` serves the runtime's MCP tools over
   stdio on a scripted engine; `stdio_parameters()` starts it from a test.
+- `support.shots`: the browser tests' screenshots, listed at the end of the run.
 - `support.fixtures` (a pytest plugin loaded by tests/conftest.py): `registry_server`, a
   real `weact serve` from the product's own launcher (`cli.launcher`).
 """

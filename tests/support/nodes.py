@@ -110,13 +110,14 @@ def runtime_node(
 
 def _wait_healthy(node: RuntimeNode, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if node.process.poll() is not None:
-            raise RuntimeError(f"runtime node exited:\n{node.log.read_text()[-3000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{node.url}/healthz", headers=node.headers, timeout=1).is_success:
-                return
-        time.sleep(0.2)
+    with httpx.Client(headers=node.headers, timeout=1) as client:  # one SSL context, not one a poll
+        while time.monotonic() < deadline:
+            if node.process.poll() is not None:
+                raise RuntimeError(f"runtime node exited:\n{node.log.read_text()[-3000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if client.get(f"{node.url}/healthz").is_success:
+                    return
+            time.sleep(0.2)
     raise RuntimeError(
         f"runtime node not healthy after {timeout} s:\n{node.log.read_text()[-3000:]}"
     )
