@@ -102,12 +102,14 @@ def embedded_registry(
 
 def _wait_healthy(registry: EmbeddedRegistry, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if registry.process.poll() is not None:
-            raise RuntimeError(f"weact serve exited:\n{registry.log.read_text()[-2000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{registry.url}/v1/healthz", timeout=1).status_code == 200:
-                return
-        time.sleep(0.1)
+    # one client for the whole wait: a client per poll builds an SSL context each time
+    with httpx.Client(timeout=1) as client:
+        while time.monotonic() < deadline:
+            if registry.process.poll() is not None:
+                raise RuntimeError(f"weact serve exited:\n{registry.log.read_text()[-2000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if client.get(f"{registry.url}/v1/healthz").status_code == 200:
+                    return
+            time.sleep(0.1)
     tail = registry.log.read_text()[-2000:]
     raise RuntimeError(f"weact serve not healthy after {timeout} s:\n{tail}")
