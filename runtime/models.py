@@ -84,7 +84,12 @@ def convert_gguf(gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[s
         tokenizer = AutoTokenizer.from_pretrained(src.parent, **kw)
         tokenizer.chat_template = CHAT_TEMPLATE
         tokenizer.save_pretrained(tmp)
-        os.replace(tmp, out)
+        try:
+            os.replace(tmp, out)
+        except OSError:
+            if not (out / "config.json").is_file():
+                raise
+            shutil.rmtree(tmp)  # another process (a parallel test worker) converted it first
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
