@@ -44,14 +44,15 @@ demo: $(STAMP)
 browser:
 	@bash .ci/ensure-chromium
 
+# pytest-xdist: one worker per core; every worker has its own databases, temp dirs and ports.
 test: $(STAMP) browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 test-vllm: $(VLLM_STAMP)
 	VLLM_LOGGING_LEVEL=WARNING $(VLLM_PY) -m pytest -q -m vllm tests/engine_vllm
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -n auto -m slow
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -130,11 +130,13 @@ def wait_until_healthy(
     """Until `url` answers 200; RuntimeError with the tail of `log` when `process` exits
     first or `timeout` seconds pass."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} exited:\n{log.read_text()[-3000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, headers=headers, timeout=2).status_code == 200:
-                return
-        time.sleep(pause)
+    # one client for the whole wait: a client per poll builds an SSL context each time
+    with httpx.Client(headers=headers, timeout=2) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"{what} exited:\n{log.read_text()[-3000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if client.get(url).status_code == 200:
+                    return
+            time.sleep(pause)
     raise RuntimeError(f"{what} not healthy after {timeout} s:\n{log.read_text()[-3000:]}")

@@ -51,6 +51,9 @@ def test_smollm2_conversion_round_trip(
     assert steps[-1].startswith("convert SmolLM2: done in ")
     assert smollm2_dir(tmp_path) == out  # cached: no second conversion
     assert "convert SmolLM2" not in capsys.readouterr().err
+    # a conversion that finishes second (another worker's) keeps the first and cleans up
+    assert convert_gguf(smollm2_gguf(), out) == out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
     model = load_backbone(out)
     assert model.config.model_type == "llama"
     assert not hasattr(model.config, "quantization_config")

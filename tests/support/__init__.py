@@ -10,6 +10,7 @@ pytest puts `tests/` on `sys.path` (`pythonpath` in pyproject.toml), so tests im
   stdio on a scripted engine; `stdio_parameters()` starts it from a test.
 - `support.long_polls`: `poll_in_thread` (a channel long-poll in a thread) and
   `wait_for_polls` (until a server's gauge shows them open).
+- `support.shots`: the browser tests' screenshots, listed at the end of the run.
 - `support.fixtures` (a pytest plugin loaded by tests/conftest.py): `registry_server`, a
   real `weact serve` from the product's own launcher (`cli.launcher`).
 """

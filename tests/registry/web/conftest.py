@@ -1,5 +1,6 @@
 """Web page fixtures: a registry populated through its API (see ``webworld``), and the
-screenshot folder of the browser test, listed at the end of the run."""
+screenshot folder of the browser test (its files are listed at the end of the run by
+`support.fixtures`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from harness import Harness, World, make_tokens, make_world
-from shots import TAKEN, Shots
+from support.shots import Shots
 from webworld import Site, populate
 
 from registry.api.app import create_app
@@ -65,12 +66,3 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Shots:
     folder = Path(configured) if configured else tmp_path_factory.mktemp("screenshots")
     folder.mkdir(parents=True, exist_ok=True)
     return Shots(folder)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not TAKEN:
-        return
-    terminalreporter.section("web UI screenshots")
-    terminalreporter.write_line(f"folder: {TAKEN[0].parent}")
-    for path in TAKEN:
-        terminalreporter.write_line(f"  {path}")

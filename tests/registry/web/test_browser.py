@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 from served import CARD, TAGS, Served, populate_served
-from shots import Shots
 from support.browser import chromium_path, launch_chromium
+from support.shots import Shots
 
 from cli.launcher import embedded_registry
 

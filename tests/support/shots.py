@@ -1,4 +1,8 @@
-"""Screenshots of the browser tests, listed in pytest's terminal summary (see conftest)."""
+"""Screenshots of the browser tests, listed in pytest's terminal summary.
+
+`TAKEN` collects the files this process wrote; under pytest-xdist each worker hands its list
+to the controller, which prints them all (see the hooks in `support.fixtures`).
+"""
 
 from __future__ import annotations
 
