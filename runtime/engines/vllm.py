@@ -64,6 +64,17 @@ AUDIT_SCOPE = (
 )
 
 
+def use_every_core(environ: dict[str, str] | None = None) -> None:
+    """vLLM's CPU build binds its worker to the cores left after reserving one for the front
+    end: on a 2-core node that is one core for the model. Unless the operator set them, bind
+    the worker to every core this process may run on and reserve none (the front end only
+    tokenizes and schedules)."""
+    env = os.environ if environ is None else environ
+    cores = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+    env.setdefault("VLLM_CPU_OMP_THREADS_BIND", cores)
+    env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+
+
 class VllmEngine(Engine):
     """vLLM with LoRA enabled; adapters addressed by version name, sessions batched."""
 
@@ -124,8 +135,10 @@ class VllmEngine(Engine):
             "enable_prefix_caching": True,
         }
         sized = {"kv_cache_memory_bytes", "gpu_memory_utilization"} & set(extra)
-        if current_platform.is_cpu() and not sized:
-            args["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
+        if current_platform.is_cpu():
+            use_every_core()
+            if not sized:
+                args["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
         return {**args, **extra}
 
     # -- library ---------------------------------------------------------------------------
