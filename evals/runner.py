@@ -136,6 +136,7 @@ class EpisodeSettings:
     max_new_tokens: int = 96
     concurrency: int = 4
     runtime_switches: bool = False  # hard policy: the runtime switches between phases
+    max_phase_steps: int | None = None  # with runtime_switches: generations per phase
     on_item: Callable[[ItemResult], None] | None = field(default=None, repr=False)
 
 
@@ -159,6 +160,7 @@ async def _episode(
         max_new_tokens=settings.max_new_tokens,
         system=SYSTEM,
         runtime_switches=settings.runtime_switches,
+        max_phase_steps=settings.max_phase_steps,
     )
     policy = _policy(settings.policy, question, list(engine.adapters))
     manager = EpisodeManager(engine, policy=policy, max_episodes=1)

@@ -50,6 +50,10 @@ class AgentConfig:
     # without a bare-backbone turn first, and the episode ends once the last phase offloads
     # (its answer is the last adapter's text). Shorter episodes for evaluations.
     runtime_switches: bool = False
+    # With runtime_switches: generations one phase may take; then the runtime moves on to the
+    # next phase itself (None: no limit), so one phase stuck in a loop of tool calls cannot
+    # spend the whole episode's budget.
+    max_phase_steps: int | None = None
 
 
 @dataclass(frozen=True)
@@ -108,15 +112,17 @@ class Agent:
         first = [*system, {"role": "user", "content": task}]
         for turn, message in zip(encode_turns(self.tokenizer, first, tools), first, strict=True):
             self._push(episode, message, turn.ids)
-        generated = 0
+        generated, phase, in_phase = 0, -1, 0
         while generated < self.config.max_steps:
-            if self._runtime_turn(episode):
+            if self._runtime_turn(episode, phase, in_phase):
                 forced = episode.policy.forced_next(episode.control.loaded)
                 if forced is None:
                     episode.answer, episode.finish_reason = self._last_text(episode), "answer"
                     return
                 await self._force(episode, forced)
                 continue
+            loaded = len(episode.control.loaded)
+            phase, in_phase = loaded, (in_phase + 1 if loaded == phase else 1)
             gen = await self._generate(episode)
             generated += 1
             if gen.reply.calls or gen.reply.errors:
@@ -130,13 +136,16 @@ class Agent:
             await self._force(episode, forced)
         episode.finish_reason = "max_steps"
 
-    def _runtime_turn(self, episode: Episode) -> bool:
-        """With `runtime_switches`, under a hard policy, between phases: the runtime acts."""
-        return (
-            self.config.runtime_switches
-            and episode.policy.kind == "hard"
-            and episode.session.active is None
-        )
+    def _runtime_turn(self, episode: Episode, phase: int, in_phase: int) -> bool:
+        """With `runtime_switches`, under a hard policy, between phases (or once the phase
+        has used `max_phase_steps` generations): the runtime acts."""
+        config = self.config
+        if not config.runtime_switches or episode.policy.kind != "hard":
+            return False
+        if episode.session.active is None:
+            return True
+        spent = phase == len(episode.control.loaded) and in_phase >= (config.max_phase_steps or 0)
+        return config.max_phase_steps is not None and spent
 
     @staticmethod
     def _last_text(episode: Episode) -> str:

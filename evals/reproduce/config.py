@@ -29,6 +29,7 @@ class Sizes:
     bad_epochs: int = 1
     max_new_tokens: int = 96  # per generation step (a cited answer takes 40-70 tokens)
     max_steps: int = 14  # generation steps per episode (a gold episode takes 8-11)
+    max_phase_steps: int = 5  # hard policy: generations per phase (gold: 1-4), then move on
     concurrency: int = 16  # episodes at once (the vLLM engine batches them)
     tolerance: float = 0.05  # gate tolerance of the NLL benchmarks (nats per token)
 
@@ -52,6 +53,7 @@ QUICK = Sizes(
     bad_epochs=1,
     max_new_tokens=6,
     max_steps=6,
+    max_phase_steps=2,
     concurrency=2,
 )
 PRESETS = {"full": FULL, "quick": QUICK}
@@ -93,6 +95,7 @@ def sizes_from(
         "epochs",
         "bad_epochs",
         "max_steps",
+        "max_phase_steps",
         "concurrency",
     ):
         if getattr(sizes, n) < 1:

@@ -43,6 +43,7 @@ class Plan:
     max_new_tokens: int
     max_steps: int
     concurrency: int
+    max_phase_steps: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,6 +105,7 @@ def run_plan(
                 max_new_tokens=plan.max_new_tokens,
                 concurrency=plan.concurrency,
                 runtime_switches=run.policy == "hard",
+                max_phase_steps=plan.max_phase_steps,
             )
             out[run.method] = run_suite(
                 engine, suite, results=run.results, library=library_key_of(run.library),

@@ -158,6 +158,35 @@ def test_step_budget_ends_the_episode() -> None:
     assert len(episode.steps) == 3
 
 
+def test_a_phase_that_never_offloads_is_cut_after_max_phase_steps() -> None:
+    """Runtime switches: a search adapter that keeps calling its tool gets 3 generations,
+    then the runtime offloads it and loads write; without the cap it spends the episode."""
+    script = {
+        "plan": ["1. Find the capital.\n" + call("offload_lora")],
+        "search": [call("search", query="capital of France", k=1)] * 20,
+        "write": ["Paris is the capital of France.\n" + call("offload_lora")],
+    }
+    capped = AgentConfig(max_steps=12, runtime_switches=True, max_phase_steps=3)
+    engine = ScriptedEngine(script=by_adapter(script))
+    episode, _ = run_episode(
+        engine, HardPolicy(), toolbox_targets=[serve_search_tool()], config=capped
+    )
+    assert episode.finish_reason == "answer"
+    assert episode.answer == "Paris is the capital of France."
+    generated = [s.active for s in episode.steps if not s.forced]
+    assert generated == ["plan", "search", "search", "search", "write"]
+    assert episode.steps[-2].forced
+    assert episode.steps[-2].tool_calls == ("offload_lora", "load_lora")
+
+    uncapped = AgentConfig(max_steps=12, runtime_switches=True)
+    engine = ScriptedEngine(script=by_adapter(script))
+    episode, _ = run_episode(
+        engine, HardPolicy(), toolbox_targets=[serve_search_tool()], config=uncapped
+    )
+    assert episode.finish_reason == "max_steps"
+    assert episode.control.loaded == ["plan", "search"]
+
+
 def test_a_reply_cut_by_the_token_budget_still_closes_its_turn() -> None:
     engine = ScriptedEngine(script=["x" * 50, "short"])
     episode, tools = run_episode(
