@@ -1,13 +1,22 @@
-"""Prometheus metrics, one CollectorRegistry per app instance."""
+"""Prometheus metrics, one CollectorRegistry per app instance.
+
+Under `weact serve --workers N` each worker is its own process with its own counters, and a
+scrape reaches one of them. `serve_workers` therefore sets `PROMETHEUS_MULTIPROC_DIR` before
+the workers start: prometheus_client then keeps counters and histograms in files there, and
+every worker's `/v1/metrics` sums all of them. Gauges read at scrape time (registry contents
+from the database; long-polls waiting, channel wakes) stay those of the answering process.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -52,22 +61,38 @@ def _gauge(name: str, doc: str, label: str, values: dict[str, int]) -> GaugeMetr
     return family
 
 
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+class _Collected(Collector):
+    """Another registry's metrics, as one collector of a scrape registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.registry.collect()
+
+
 class Metrics:
     def __init__(self, read_stats: Callable[[], RegistryStats] | None = None) -> None:
-        self.registry = CollectorRegistry()
+        self.registry = CollectorRegistry()  # what this process reads at scrape time
+        # Workers: counters live in files shared by every worker (not in self.registry).
+        self.multiprocess_dir = os.environ.get(MULTIPROC_ENV) or None
+        shared = None if self.multiprocess_dir else self.registry
         if read_stats is not None:
             self.registry.register(RegistryCollector(read_stats))
         self.requests = Counter(
             "weact_http_requests",
             "HTTP requests by method, route and status.",
             ["method", "route", "status"],
-            registry=self.registry,
+            registry=shared,
         )
         self.latency = Histogram(
             "weact_http_request_duration_seconds",
             "HTTP request latency by method and route.",
             ["method", "route"],
-            registry=self.registry,
+            registry=shared,
         )
 
     def watch(self, name: str, doc: str, read: Callable[[], float]) -> None:
@@ -75,7 +100,12 @@ class Metrics:
         Gauge(name, doc, registry=self.registry).set_function(read)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry)
+        scrape = CollectorRegistry()
+        MultiProcessCollector(scrape, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        scrape.register(_Collected(self.registry))
+        return generate_latest(scrape)
 
 
 def _route_label(scope: Scope) -> str:

@@ -20,13 +20,16 @@ the others notice commits through `PRAGMA data_version` and their long-poll inte
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
 from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
+from registry.api.metrics import MULTIPROC_ENV
 from registry.api.notify import ChannelNotifier
 
 APP_FACTORY = "registry.api.serving:app_from_environment"
@@ -107,4 +110,14 @@ def serve_workers(workers: int, *, host: str, port: int, log_level: str = "info"
         timeout_keep_alive=KEEP_ALIVE_S,
         workers=workers,
     )
-    _RegistryWorkers(config, sockets=[config.bind_socket()]).run()
+    # Counters shared by the workers (registry/api/metrics.py); set before they start.
+    owned = None
+    if not os.environ.get(MULTIPROC_ENV):
+        owned = tempfile.mkdtemp(prefix="weact-metrics-")
+        os.environ[MULTIPROC_ENV] = owned
+    try:
+        _RegistryWorkers(config, sockets=[config.bind_socket()]).run()
+    finally:
+        if owned is not None:
+            os.environ.pop(MULTIPROC_ENV, None)
+            shutil.rmtree(owned, ignore_errors=True)
