@@ -185,6 +185,13 @@ def _check_publishable(capability: str, opts: dict[str, Any]) -> None:
 @click.option("--lr", default=1e-3, show_default=True)
 @click.option("--epochs", default=1, show_default=True)
 @click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--dtype",
+    type=click.Choice(["float32", "bfloat16"]),
+    default="float32",
+    show_default=True,
+    help="The frozen backbone's dtype while training (LoRA weights stay fp32).",
+)
 @click.option("--out", type=click.Path(path_type=Path), help="Output adapter directory.")
 @click.option("--publish", "do_publish", is_flag=True, help="Publish to the registry after.")
 @_registry_options
@@ -249,6 +256,7 @@ def _settings(opts: dict[str, Any]) -> Any:
             lr=opts["lr"],
             epochs=opts["epochs"],
             seed=opts["seed"],
+            dtype=opts["dtype"],
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc

@@ -83,7 +83,7 @@ def write_data(suite_dir: Path, work: Path, seed: int) -> dict[str, Path]:
 def _train_args(sizes: Sizes, lr: float, epochs: int) -> list[str]:
     return [
         "--rank", str(sizes.rank), "--alpha", str(sizes.alpha), "--lr", str(lr),
-        "--epochs", str(epochs), "--seed", str(sizes.seed),
+        "--epochs", str(epochs), "--seed", str(sizes.seed), "--dtype", sizes.train_dtype,
     ]  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from typing import Any
 @dataclass(frozen=True)
 class Sizes:
     seed: int = 0
-    train: int = 3  # train questions per kind (x4 kinds -> gold trajectories)
+    train: int = 6  # train questions per kind (x4 kinds -> gold trajectories)
     dev: int = 1  # dev questions per kind: write++'s new data (no replay)
     test: int = 10  # test questions per kind (every method's episodes)
     gate_items: int = 3  # test questions per kind whose phase samples the NLL gate scores
@@ -24,6 +24,7 @@ class Sizes:
     alpha: int = 16
     lr: float = 3e-3
     epochs: int = 1
+    train_dtype: str = "bfloat16"  # the frozen backbone while training (weact train --dtype)
     update_lr: float = 1e-3  # write -> write++
     bad_lr: float = 6e-3  # the deliberately bad write adapter (shuffled answers)
     bad_epochs: int = 1
@@ -51,6 +52,7 @@ QUICK = Sizes(
     # does not make it worse; at a divergent learning rate the shuffled-answer adapter is.
     bad_lr=10.0,
     bad_epochs=1,
+    train_dtype="float32",
     max_new_tokens=6,
     max_steps=6,
     max_phase_steps=2,
@@ -100,4 +102,6 @@ def sizes_from(
     ):
         if getattr(sizes, n) < 1:
             raise ValueError(f"{n} must be at least 1, got {getattr(sizes, n)}")
+    if sizes.train_dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"train_dtype must be float32 or bfloat16, got {sizes.train_dtype!r}")
     return sizes
