@@ -70,6 +70,14 @@ def _specs(method: str, library: Mapping[str, str]) -> list[Any]:
     ]
 
 
+def plan_rank(plan: Plan) -> int:
+    """The vLLM LoRA rank that fits every method of the plan: one engine serves them all, and
+    a TIES merge of four rank-8 adapters has rank 32, whatever the first method's is."""
+    from runtime.engines.vllm import fitting_rank
+
+    return fitting_rank([s for run in plan.methods for s in _specs(run.method, run.library)])
+
+
 def _engine(plan: Plan, first: MethodRun) -> Any:
     from evals.run_cli import VLLM_CPU_ARGS
 
@@ -77,7 +85,10 @@ def _engine(plan: Plan, first: MethodRun) -> Any:
     if plan.engine == "vllm":
         from runtime.engines.vllm import VllmEngine
 
-        return VllmEngine(plan.backbone, specs, max_loras=2 * len(specs), **VLLM_CPU_ARGS)
+        return VllmEngine(
+            plan.backbone, specs, max_loras=2 * len(specs), max_lora_rank=plan_rank(plan),
+            **VLLM_CPU_ARGS,
+        )  # fmt: skip
     from runtime.engines.peft import PeftEngine
 
     return PeftEngine(plan.backbone, specs)

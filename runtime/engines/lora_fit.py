@@ -79,11 +79,13 @@ def adapter_problems(path: Path, backbone: Shapes, max_rank: int) -> tuple[list[
     problems: list[str] = []
     layout, root = check_adapter_dir(path, backbone, problems)
     if layout is not None:
-        problems.extend(
-            f"{m.name}: rank {m.rank} exceeds the engine's max_lora_rank {max_rank}"
-            for m in layout.modules
-            if m.rank > max_rank
-        )
+        over = [m for m in layout.modules if m.rank > max_rank]
+        if over:  # one line for the adapter, not one per module (a merge has hundreds)
+            names = ", ".join(m.name for m in over[:3]) + (", ..." if len(over) > 3 else "")
+            problems.append(
+                f"rank {max(m.rank for m in over)} exceeds the engine's max_lora_rank "
+                f"{max_rank} in {len(over)} of {len(layout.modules)} modules ({names})"
+            )
     return problems, root
 
 

@@ -105,7 +105,7 @@ class VllmEngine(Engine):
         if not self.backbone_dir.is_dir() or not any(self.backbone_dir.glob("*.safetensors")):
             raise BackboneLoadError(f"{backbone}: not a directory with *.safetensors weights")
         self.max_loras = max_loras or max(EMPTY_LIBRARY_LORAS if not specs else 4, 2 * len(specs))
-        self.max_lora_rank = max_lora_rank or _fitting_rank(specs)
+        self.max_lora_rank = max_lora_rank or fitting_rank(specs)
         self._shapes = backbone_shapes(self.backbone_dir)
         self._expected_backbone = backbone_root
         self._names = LoraNames()
@@ -317,7 +317,8 @@ class VllmEngine(Engine):
         self.close()
 
 
-def _fitting_rank(specs: Sequence[AdapterSpec]) -> int:
+def fitting_rank(specs: Sequence[AdapterSpec]) -> int:
+    """The smallest vLLM max_lora_rank that serves every adapter of `specs`."""
     if not specs:  # a follower learns its ranks only after it starts
         return EMPTY_LIBRARY_RANK
     needed = max(adapter_rank(Path(s.path)) for s in specs)  # headers only: nothing hashed

@@ -30,6 +30,26 @@ def backbone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_backbone(tmp_path_factory.mktemp("tiny") / "backbone")
 
 
+def test_one_vllm_engine_is_sized_for_the_largest_rank_of_every_method(
+    backbone: Path, tmp_path: Path
+) -> None:
+    """The baselines' engine starts with the Single LoRA's library (rank 4 here) and later
+    serves a merge of higher rank: its LoRA slots are sized for all methods up front."""
+    from evals.reproduce.episodes import MethodRun, Plan, plan_rank
+    from runtime.tiny import build_tiny_adapter
+
+    small = build_tiny_adapter(backbone, tmp_path / "small", seed=1, rank=4)
+    merged = build_tiny_adapter(backbone, tmp_path / "merged", seed=2, rank=24)
+    caps = ("plan", "write")
+    runs = [
+        MethodRun(m, {c: str(p) for c in caps}, "hard", str(tmp_path / f"{m}.jsonl"))
+        for m, p in (("single_lora", small), ("ties", merged))
+    ]
+    plan = Plan(str(tmp_path), str(backbone), "vllm", runs, 8, 4, 2)
+    assert plan_rank(plan) == 32  # vLLM's smallest rank >= 24, not the first method's 8
+    assert plan_rank(Plan(str(tmp_path), str(backbone), "vllm", runs[:1], 8, 4, 2)) == 8
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_reproduce_quick_runs_every_method_and_the_gate(backbone: Path, tmp_path: Path) -> None:
