@@ -59,13 +59,15 @@ def cpu_dtype(cpuinfo: str = "/proc/cpuinfo") -> str:
     return "bfloat16" if "avx512_bf16" in flags else "float32"
 
 
-# vLLM's CPU build: bf16 where it can, short contexts, a small KV cache.
-VLLM_CPU_ARGS: dict[str, Any] = {
-    "dtype": cpu_dtype(),
-    "max_model_len": 4096,
-    "block_size": 32,
-    "kv_cache_memory_bytes": 1024 * 2**20,
-}
+def vllm_cpu_args() -> dict[str, Any]:
+    """vLLM's CPU build: bf16 where it can, short contexts, a small KV cache (read when an
+    engine starts, not when the CLI imports this module)."""
+    return {
+        "dtype": cpu_dtype(),
+        "max_model_len": 4096,
+        "block_size": 32,
+        "kv_cache_memory_bytes": 1024 * 2**20,
+    }
 
 
 def make_engine(backbone: str, adapters: Mapping[str, str], kind: str = "peft") -> Any:
@@ -84,7 +86,7 @@ def make_engine(backbone: str, adapters: Mapping[str, str], kind: str = "peft") 
     if kind == "vllm":
         from runtime.engines.vllm import VllmEngine
 
-        return VllmEngine(backbone, specs, **VLLM_CPU_ARGS)
+        return VllmEngine(backbone, specs, **vllm_cpu_args())
     from runtime.engines.peft import PeftEngine
 
     return PeftEngine(backbone, specs)

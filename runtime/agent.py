@@ -144,8 +144,8 @@ class Agent:
             return False
         if episode.session.active is None:
             return True
-        spent = phase == len(episode.control.loaded) and in_phase >= (config.max_phase_steps or 0)
-        return config.max_phase_steps is not None and spent
+        limit = config.max_phase_steps
+        return limit is not None and phase == len(episode.control.loaded) and in_phase >= limit
 
     @staticmethod
     def _last_text(episode: Episode) -> str:

@@ -102,6 +102,9 @@ def sizes_from(
     ):
         if getattr(sizes, n) < 1:
             raise ValueError(f"{n} must be at least 1, got {getattr(sizes, n)}")
-    if sizes.train_dtype not in ("float32", "bfloat16"):
-        raise ValueError(f"train_dtype must be float32 or bfloat16, got {sizes.train_dtype!r}")
+    from trainers.lora import DTYPES
+
+    if sizes.train_dtype not in DTYPES:
+        choices = ", ".join(DTYPES)
+        raise ValueError(f"train_dtype must be one of {choices}, not {sizes.train_dtype!r}")
     return sizes

@@ -79,7 +79,7 @@ def plan_rank(plan: Plan) -> int:
 
 
 def _engine(plan: Plan, first: MethodRun) -> Any:
-    from evals.run_cli import VLLM_CPU_ARGS
+    from evals.run_cli import vllm_cpu_args
 
     specs = _specs(first.method, first.library)
     if plan.engine == "vllm":
@@ -87,7 +87,7 @@ def _engine(plan: Plan, first: MethodRun) -> Any:
 
         return VllmEngine(
             plan.backbone, specs, max_loras=2 * len(specs), max_lora_rank=plan_rank(plan),
-            **VLLM_CPU_ARGS,
+            **vllm_cpu_args(),
         )  # fmt: skip
     from runtime.engines.peft import PeftEngine
 
