@@ -138,21 +138,33 @@ def read_results(plan: Plan, suite: Suite) -> dict[str, dict[str, ItemResult]]:
     return out
 
 
-def run_in_subprocess(plan: Plan, python: str, plan_file: Path) -> None:
-    """`python -m evals.reproduce.episodes PLAN` (vLLM's interpreter); raises on failure."""
+def seconds_file(plan_file: Path) -> Path:
+    """Where `main` records each method's episode seconds, beside its plan."""
+    return plan_file.with_suffix(".seconds.json")
+
+
+def run_in_subprocess(plan: Plan, python: str, plan_file: Path) -> dict[str, float]:
+    """`python -m evals.reproduce.episodes PLAN` (vLLM's interpreter); raises on failure.
+    Returns the seconds each method's episodes took, as the subprocess measured them."""
     import subprocess
 
     plan_file.write_text(json.dumps(plan.to_json(), indent=2))
+    seconds_file(plan_file).unlink(missing_ok=True)
     done = subprocess.run([python, "-m", "evals.reproduce.episodes", str(plan_file)], check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the {plan.engine} episodes exited with {done.returncode}")
+    return {str(k): float(v) for k, v in json.loads(seconds_file(plan_file).read_text()).items()}
 
 
 def main(argv: list[str]) -> int:
-    plan = Plan.from_json(json.loads(Path(argv[0]).read_text()))
+    plan_file = Path(argv[0])
+    plan = Plan.from_json(json.loads(plan_file.read_text()))
+    seconds: dict[str, float] = {}
 
-    def said(method: str, seconds: float, _results: object) -> None:
-        sys.stdout.write(f"episodes: {method} done in {seconds:.0f} s\n")
+    def said(method: str, took: float, _results: object) -> None:
+        seconds[method] = took
+        seconds_file(plan_file).write_text(json.dumps(seconds))
+        sys.stdout.write(f"episodes: {method} done in {took:.0f} s\n")
         sys.stdout.flush()
 
     run_plan(plan, said)

@@ -186,9 +186,9 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
                     sizes.max_new_tokens, sizes.max_steps, sizes.concurrency,
                     sizes.max_phase_steps)  # fmt: skip
         if engine == "vllm":
-            run_in_subprocess(plan, str(VLLM_PYTHON), work / "episodes-plan.json")
+            seconds = run_in_subprocess(plan, str(VLLM_PYTHON), work / "episodes-plan.json")
             for method, done in read_results(plan, suite).items():
-                on_method(method, 0.0, done)
+                on_method(method, seconds[method], done)
         else:
             run_plan(plan, on_method)
 

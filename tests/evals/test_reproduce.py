@@ -50,6 +50,35 @@ def test_one_vllm_engine_is_sized_for_the_largest_rank_of_every_method(
     assert plan_rank(Plan(str(tmp_path), str(backbone), "vllm", runs[:1], 8, 4, 2)) == 8
 
 
+def test_episodes_in_a_subprocess_report_each_methods_seconds(
+    backbone: Path, tmp_path: Path
+) -> None:
+    """The vLLM path runs the episodes under another interpreter; the seconds each method
+    took come back with the results (the report printed 0.0 for them before)."""
+    import sys
+
+    from evals.reproduce.episodes import MethodRun, Plan, read_results, run_in_subprocess
+    from evals.suite import generate_suite, write_suite
+    from runtime.tiny import build_tiny_adapter
+
+    suite = generate_suite("research", seed=1, sizes={"train": 1, "dev": 1, "test": 1})
+    write_suite(suite, tmp_path / "suite")
+    adapter = build_tiny_adapter(backbone, tmp_path / "adapter", seed=1, rank=2)
+    runs = [
+        MethodRun(m, {c: str(adapter) for c in ("plan", "search", "code", "write")}, "hard",
+                  str(tmp_path / f"{m}.jsonl"))
+        for m in ("single_lora", "ties")
+    ]  # fmt: skip
+    plan = Plan(str(tmp_path / "suite"), str(backbone), "peft", runs, 4, 3, 2, 1)
+
+    seconds = run_in_subprocess(plan, sys.executable, tmp_path / "plan.json")
+
+    assert set(seconds) == {"single_lora", "ties"}
+    assert all(s > 0 for s in seconds.values())
+    results = read_results(plan, suite)
+    assert all(len(r) == len(suite.questions["test"]) for r in results.values())
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_reproduce_quick_runs_every_method_and_the_gate(backbone: Path, tmp_path: Path) -> None:
