@@ -3,7 +3,7 @@
 weact eval run --suite DIR --backbone PATH|smollm2 --adapter CAP=DIR ... --results FILE
                [--policy hard|soft] [--split test] [--limit N] [--concurrency 4]
                [--max-new-tokens 96] [--max-steps 12] [--engine peft|vllm] [--runtime-switches]
-               [--max-phase-steps N]
+               [--max-phase-steps N] [--max-episode-tokens N]
                [--post --registry URL --token T (--library-digest D | --adapter-id CAP=ID ...)]
 
 Resumable: the same --results file continues an interrupted run. The run is keyed by the
@@ -185,6 +185,12 @@ def _post(options: dict[str, Any], suite: Any, results: Mapping[str, Any], key: 
     default=None,
     help="With --runtime-switches: generations per phase before the runtime moves on.",
 )
+@click.option(
+    "--max-episode-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Tokens the model may generate in one episode (default: no limit beyond the steps).",
+)
 @click.option("--max-new-tokens", type=int, default=96, show_default=True)
 @click.option("--max-steps", type=int, default=12, show_default=True)
 @click.option("--post", "do_post", is_flag=True, help="Post one evaluation per suite benchmark.")
@@ -212,6 +218,7 @@ def run(
     settings = EpisodeSettings(
         runtime_switches=options["runtime_switches"],
         max_phase_steps=options["max_phase_steps"],
+        max_episode_tokens=options["max_episode_tokens"],
         policy=options["policy"],
         max_steps=options["max_steps"],
         max_new_tokens=options["max_new_tokens"],

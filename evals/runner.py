@@ -137,6 +137,7 @@ class EpisodeSettings:
     concurrency: int = 4
     runtime_switches: bool = False  # hard policy: the runtime switches between phases
     max_phase_steps: int | None = None  # with runtime_switches: generations per phase
+    max_episode_tokens: int | None = None  # generated tokens per episode (None: no limit)
     on_item: Callable[[ItemResult], None] | None = field(default=None, repr=False)
 
 
@@ -161,6 +162,7 @@ async def _episode(
         system=SYSTEM,
         runtime_switches=settings.runtime_switches,
         max_phase_steps=settings.max_phase_steps,
+        max_episode_tokens=settings.max_episode_tokens,
     )
     policy = _policy(settings.policy, question, list(engine.adapters))
     manager = EpisodeManager(engine, policy=policy, max_episodes=1)

@@ -54,6 +54,10 @@ class AgentConfig:
     # next phase itself (None: no limit), so one phase stuck in a loop of tool calls cannot
     # spend the whole episode's budget.
     max_phase_steps: int | None = None
+    # Tokens the model may generate in the whole episode (None: max_steps x max_new_tokens);
+    # the last generation gets what is left. A model that rambles every step stops at this
+    # budget instead of spending max_steps full generations.
+    max_episode_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,11 @@ class Agent:
         for turn, message in zip(encode_turns(self.tokenizer, first, tools), first, strict=True):
             self._push(episode, message, turn.ids)
         generated, phase, in_phase = 0, -1, 0
+        budget = self.config.max_episode_tokens
         while generated < self.config.max_steps:
+            if budget is not None and self._decoded(episode) >= budget:
+                episode.finish_reason = "max_tokens"
+                return
             if self._runtime_turn(episode, phase, in_phase):
                 forced = episode.policy.forced_next(episode.control.loaded)
                 if forced is None:
@@ -148,6 +156,16 @@ class Agent:
         return limit is not None and phase == len(episode.control.loaded) and in_phase >= limit
 
     @staticmethod
+    def _decoded(episode: Episode) -> int:
+        return sum(s.decoded for s in episode.steps)
+
+    def _max_new_tokens(self, episode: Episode) -> int:
+        budget = self.config.max_episode_tokens
+        if budget is None:
+            return self.config.max_new_tokens
+        return max(1, min(self.config.max_new_tokens, budget - self._decoded(episode)))
+
+    @staticmethod
     def _last_text(episode: Episode) -> str:
         said = (m for m in reversed(episode.messages) if m.get("role") == "assistant")
         return next((t for m in said if (t := m.get("content") or "").strip()), "")
@@ -171,7 +189,7 @@ class Agent:
             events.emit("token", id=token, text=self.tokenizer.decode([token]))
 
         result = await anyio.to_thread.run_sync(
-            session.generate, self.config.max_new_tokens, self._im_end, on_token
+            session.generate, self._max_new_tokens(episode), self._im_end, on_token
         )
         if list(result.token_ids[-len(self._im_end) :]) != self._im_end:
             session.append(self._im_end)  # cut off by the token budget: close the turn

@@ -31,6 +31,7 @@ class Sizes:
     max_new_tokens: int = 96  # per generation step (a cited answer takes 40-70 tokens)
     max_steps: int = 14  # generation steps per episode (a gold episode takes 8-11)
     max_phase_steps: int = 5  # hard policy: generations per phase (gold: 1-4), then move on
+    max_episode_tokens: int = 512  # generated tokens per episode (gold: 282-412)
     concurrency: int = 16  # episodes at once (the vLLM engine batches them)
     tolerance: float = 0.05  # gate tolerance of the NLL benchmarks (nats per token)
 
@@ -56,6 +57,7 @@ QUICK = Sizes(
     max_new_tokens=6,
     max_steps=6,
     max_phase_steps=2,
+    max_episode_tokens=24,
     concurrency=2,
 )
 PRESETS = {"full": FULL, "quick": QUICK}
@@ -98,6 +100,7 @@ def sizes_from(
         "bad_epochs",
         "max_steps",
         "max_phase_steps",
+        "max_episode_tokens",
         "concurrency",
     ):
         if getattr(sizes, n) < 1:

@@ -44,6 +44,7 @@ class Plan:
     max_steps: int
     concurrency: int
     max_phase_steps: int | None = None
+    max_episode_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -117,6 +118,7 @@ def run_plan(
                 concurrency=plan.concurrency,
                 runtime_switches=run.policy == "hard",
                 max_phase_steps=plan.max_phase_steps,
+                max_episode_tokens=plan.max_episode_tokens,
             )
             out[run.method] = run_suite(
                 engine, suite, results=run.results, library=library_key_of(run.library),

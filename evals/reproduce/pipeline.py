@@ -119,7 +119,8 @@ def cuts(sizes: Sizes, engine: str) -> list[str]:
         f"the NLL gate scores the phase samples of the first {sizes.gate_items} test questions "
         "per kind (one forward pass per sample and adapter)",
         f"episodes: at most {sizes.max_steps} generation steps of {sizes.max_new_tokens} "
-        "tokens; under the hard policy the runtime makes each prescribed switch itself "
+        f"tokens and {sizes.max_episode_tokens} generated tokens in all; under the hard policy "
+        "the runtime makes each prescribed switch itself "
         f"(no bare-backbone turn before each phase) and moves on after {sizes.max_phase_steps} "
         "generations in one phase",
         f"engine: {engine} ({ENGINES[engine]})",
@@ -184,7 +185,7 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
     def episodes(methods: tuple[str, ...]) -> None:
         plan = Plan(str(suite_dir), str(backbone), engine, method_runs(built, results_dir, methods),
                     sizes.max_new_tokens, sizes.max_steps, sizes.concurrency,
-                    sizes.max_phase_steps)  # fmt: skip
+                    sizes.max_phase_steps, sizes.max_episode_tokens)  # fmt: skip
         if engine == "vllm":
             seconds = run_in_subprocess(plan, str(VLLM_PYTHON), work / "episodes-plan.json")
             for method, done in read_results(plan, suite).items():

@@ -45,7 +45,8 @@ def test_eval_run_posts_per_item_scores_with_the_suite_digest(
             "eval", "run", "--suite", str(suite_dir), "--backbone", str(backbone),
             *(x for c, p in adapters.items() for x in ("--adapter", f"{c}={p}")),
             "--results", str(tmp_path / "results.jsonl"), "--limit", "4",
-            "--max-new-tokens", "6", "--max-steps", "6", "--json", "--post",
+            "--max-new-tokens", "6", "--max-steps", "6", "--max-episode-tokens", "10",
+            "--json", "--post",
             "--registry", registry.url, "--token", evaluator, "--library-digest", digest,
         ]  # fmt: skip
         result = CliRunner().invoke(app, args)
@@ -53,6 +54,11 @@ def test_eval_run_posts_per_item_scores_with_the_suite_digest(
         out = json.loads(result.output[result.output.index("{") :])
         assert out["summary"]["all"]["n"] == 4
         assert len(out["posted"]) == 2
+        items = [
+            json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()[1:]
+        ]
+        assert len(items) == 4
+        assert all(0 < i["decoded"] <= 10 for i in items)  # the episode's token budget
         for evaluation_id in out["posted"]:
             stored = admin.get_evaluation(evaluation_id)
             assert stored["library_digest"] == digest

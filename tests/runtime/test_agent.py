@@ -282,3 +282,22 @@ def test_a_cancelled_episode_says_so() -> None:
     anyio.run(main)
     assert episode.status == "cancelled"
     assert list(episode.events)[-1]["status"] == "cancelled"
+
+
+def test_the_episode_token_budget_cuts_a_rambling_model() -> None:
+    """Every reply is a full-length tool call: without a budget the episode spends all its
+    steps; with one, the last generation gets what is left and the episode stops."""
+    reply = call("search", query="q")
+    n = len(ScriptedEngine(script=[]).tokenizer.encode(reply)) + 1  # and its end-of-turn token
+
+    def run(budget: int | None) -> tuple[str | None, list[int]]:
+        config = AgentConfig(max_steps=8, max_new_tokens=n, max_episode_tokens=budget)
+        engine = ScriptedEngine(script=[reply] * 10)
+        episode, _ = run_episode(
+            engine, SoftPolicy(), toolbox_targets=[serve_search_tool()], config=config
+        )
+        return episode.finish_reason, [s.decoded for s in episode.steps]
+
+    assert run(2 * n) == ("max_tokens", [n, n])
+    assert run(2 * n + 3)[1] == [n, n, 3]  # the cut call is text: the soft policy's answer
+    assert run(None) == ("max_steps", [n] * 8)
