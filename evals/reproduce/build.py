@@ -2,7 +2,8 @@
 `weact merge` (their click commands, in process), each cached by a digest of its inputs.
 
 - plan, search, code, write: phase-wise LoRA, each on its own phases of the train split.
-- shared (Single LoRA): one LoRA on every phase of the train split (`weact train --shared`).
+- shared (Single LoRA): one LoRA on every phase of the train split (`weact train --shared`),
+  of rank `shared_rank` (default: the phase adapters' ranks together, as many parameters).
 - additive, ties, dare_ties: static merges of plan, search, code and write.
 - zero: a LoRA with B = 0 (`weact merge --weight 0`): the bare backbone, as a library.
 - write++: write trained further on the dev split's write phases only (no replay).
@@ -80,9 +81,11 @@ def write_data(suite_dir: Path, work: Path, seed: int) -> dict[str, Path]:
     }
 
 
-def _train_args(sizes: Sizes, lr: float, epochs: int) -> list[str]:
+def _train_args(sizes: Sizes, lr: float, epochs: int, rank: int | None = None) -> list[str]:
+    """`weact train` settings; another rank keeps the scale alpha / rank."""
+    rank = sizes.rank if rank is None else rank
     return [
-        "--rank", str(sizes.rank), "--alpha", str(sizes.alpha), "--lr", str(lr),
+        "--rank", str(rank), "--alpha", str(sizes.alpha * rank // sizes.rank), "--lr", str(lr),
         "--epochs", str(epochs), "--seed", str(sizes.seed), "--dtype", sizes.train_dtype,
     ]  # fmt: skip
 
@@ -126,10 +129,12 @@ class Builder:
         lr: float,
         epochs: int,
         init: Path | None = None,
+        rank: int | None = None,
     ) -> Path:
+        settings = _train_args(self.sizes, lr, epochs, rank)
         args = ["--data", str(data), "--backbone", str(self.backbone)]
         args += ["--shared"] if capability is None else ["--capability", capability]
-        args += _train_args(self.sizes, lr, epochs)
+        args += settings
         if init is not None:
             args += ["--init", str(init)]
         inputs = {
@@ -138,7 +143,7 @@ class Builder:
             "data": file_digest(data),
             "backbone": self.backbone_root,
             "init": adapter_root(init) if init is not None else None,
-            "settings": _train_args(self.sizes, lr, epochs),
+            "settings": settings,
             "trainers": self.source,
         }
         return self._get(name, inputs, lambda out: run_train([*args, "--out", str(out)]))
@@ -191,7 +196,10 @@ def build_baselines(b: Builder) -> Built:
     for name in MERGES:
         b.merge(name, MERGE_METHOD[name], phases, [1.0] * len(phases))
     b.merge("zero", "linear", {"plan": built.adapters["plan"]}, [0.0])
-    b.train("shared", built.data["train"], capability=None, lr=sizes.lr, epochs=sizes.epochs)
+    b.train(
+        "shared", built.data["train"], capability=None, lr=sizes.lr, epochs=sizes.epochs,
+        rank=sizes.shared_rank,
+    )  # fmt: skip
     return built
 
 

@@ -21,6 +21,7 @@ class Sizes:
     test: int = 10  # test questions per kind (every method's episodes)
     gate_items: int = 3  # test questions per kind whose phase samples the NLL gate scores
     rank: int = 8
+    shared_rank: int = 32  # the Single LoRA: as many parameters as the four phase adapters
     alpha: int = 16
     lr: float = 3e-3
     epochs: int = 1
@@ -46,6 +47,7 @@ QUICK = Sizes(
     test=1,
     gate_items=1,
     rank=2,
+    shared_rank=8,
     alpha=4,
     lr=1e-2,
     update_lr=1e-3,
@@ -96,6 +98,7 @@ def sizes_from(
         "test",
         "gate_items",
         "rank",
+        "shared_rank",
         "epochs",
         "bad_epochs",
         "max_steps",

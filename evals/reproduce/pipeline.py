@@ -111,7 +111,8 @@ def cuts(sizes: Sizes, engine: str) -> list[str]:
     k = 4  # question kinds
     return [
         f"training data: {sizes.train} train questions per kind ({k * sizes.train} gold "
-        f"trajectories), {sizes.epochs} epoch(s), LoRA rank {sizes.rank}, lr {sizes.lr}, "
+        f"trajectories), {sizes.epochs} epoch(s), LoRA rank {sizes.rank} "
+        f"(the Single LoRA's {sizes.shared_rank}), lr {sizes.lr}, "
         f"backbone in {sizes.train_dtype} while training; "
         "the paper trains on full research trajectories",
         f"test split: {sizes.test} questions per kind ({k * sizes.test} in all) per method; "
