@@ -33,7 +33,7 @@ class Sizes:
     max_steps: int = 14  # generation steps per episode (a gold episode takes 8-11)
     max_phase_steps: int = 5  # hard policy: generations per phase (gold: 1-4), then move on
     max_episode_tokens: int = 512  # generated tokens per episode (gold: 282-412)
-    concurrency: int = 16  # episodes at once (the vLLM engine batches them)
+    concurrency: int = 40  # episodes at once (vLLM batches them): a whole test split
     tolerance: float = 0.05  # gate tolerance of the NLL benchmarks (nats per token)
 
     def to_json(self) -> dict[str, Any]:

@@ -88,7 +88,7 @@ def _engine(plan: Plan, first: MethodRun) -> Any:
 
         return VllmEngine(
             plan.backbone, specs, max_loras=2 * len(specs), max_lora_rank=plan_rank(plan),
-            **vllm_cpu_args(),
+            **vllm_cpu_args(plan.backbone, plan.concurrency),
         )  # fmt: skip
     from runtime.engines.peft import PeftEngine
 

@@ -64,6 +64,20 @@ AUDIT_SCOPE = (
 )
 
 
+def kv_cache_bytes(
+    backbone: str | os.PathLike[str], sequences: int, max_len: int, dtype: str
+) -> int:
+    """The KV cache that holds `sequences` contexts of `max_len` tokens at once (keys and
+    values of every layer, from the backbone's config.json), so that none of them is
+    preempted and recomputed while the others decode."""
+    config = json.loads((Path(backbone) / "config.json").read_text())
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    width = {"float32": 4, "bfloat16": 2, "float16": 2}[dtype]
+    return 2 * config["num_hidden_layers"] * kv_heads * head_dim * width * max_len * sequences
+
+
 def use_every_core(environ: dict[str, str] | None = None) -> None:
     """vLLM's CPU build binds its worker to the cores left after reserving one for the front
     end: on a 2-core node that is one core for the model. Unless the operator set them, bind

@@ -50,6 +50,24 @@ def test_one_vllm_engine_is_sized_for_the_largest_rank_of_every_method(
     assert plan_rank(Plan(str(tmp_path), str(backbone), "vllm", runs[:1], 8, 4, 2)) == 8
 
 
+def test_the_vllm_kv_cache_holds_every_episode_at_once(tmp_path: Path) -> None:
+    """SmolLM2-135M: 30 layers x 3 KV heads x 64 dims x K and V x 2 bytes = 23,040 bytes a
+    token in bf16; 40 episodes of 4,096 tokens need 3.5 GiB, more than the 1 GiB floor."""
+    from evals.run_cli import vllm_cpu_args
+    from runtime.engines.vllm import kv_cache_bytes
+
+    config = {"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+              "hidden_size": 576}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert kv_cache_bytes(tmp_path, 1, 1, "bfloat16") == 23_040
+    assert kv_cache_bytes(tmp_path, 40, 4096, "float32") == 2 * 23_040 * 40 * 4096
+    args = vllm_cpu_args(str(tmp_path), 40)
+    assert args["kv_cache_memory_bytes"] == kv_cache_bytes(
+        tmp_path, 40, args["max_model_len"], args["dtype"]
+    )
+    assert vllm_cpu_args(str(tmp_path), 1)["kv_cache_memory_bytes"] == 2**30
+
+
 def test_episodes_in_a_subprocess_report_each_methods_seconds(
     backbone: Path, tmp_path: Path
 ) -> None:
