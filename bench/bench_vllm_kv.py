@@ -70,7 +70,8 @@ def main() -> None:
                 [sys.executable, __file__, backbone, str(lora), str(requests), str(kv)],
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
-            result = json.loads(out.stdout.strip().splitlines()[-1])
+            line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))
+            result = json.loads(line.removeprefix("RESULT "))
             rates.append(result["tok_s"])
             print(f"{requests:>8} {kv / 2**30:>7.2f} G {result['seconds']:>9.1f} "
                   f"{result['tok_s']:>7.1f}", flush=True)  # fmt: skip
@@ -83,6 +84,6 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1:
         backbone, lora_dir, requests, kv = sys.argv[1:]
-        print(json.dumps(measure(backbone, lora_dir, int(requests), int(kv))))
+        print("RESULT " + json.dumps(measure(backbone, lora_dir, int(requests), int(kv))))
     else:
         main()

@@ -62,8 +62,9 @@ def cpu_dtype(cpuinfo: str = "/proc/cpuinfo") -> str:
 def vllm_cpu_args(backbone: str, sequences: int) -> dict[str, Any]:
     """vLLM's CPU build: bf16 where it can, short contexts, and a KV cache (host RAM) that
     holds `sequences` full contexts at once, at least 1 GiB: a smaller one preempts episodes
-    and recomputes them (measured: 40 episodes of ~2,300 tokens decode 26 tok/s with 1 GiB,
-    120 tok/s with 4 GiB). Read when an engine starts, not when the CLI imports this module."""
+    and recomputes them (`bench/bench_vllm_kv.py`: 40 requests of ~2,200 tokens decode 27
+    tok/s in 1 GiB, 87 tok/s in the 3.5 GiB this sizes). Read when an engine starts, not when
+    the CLI imports this module."""
     from runtime.engines.vllm import kv_cache_bytes
 
     dtype, max_len = cpu_dtype(), 4096

@@ -22,7 +22,7 @@ from evals.reproduce.build import (
 )
 from evals.reproduce.config import Sizes
 from evals.reproduce.episodes import MethodRun, Plan, read_results, run_in_subprocess, run_plan
-from evals.reproduce.report import chart, degenerate, table, write_report
+from evals.reproduce.report import chart, common_answers, degenerate, table, write_report
 from evals.suite import Suite, generate_suite, load_suite, write_suite
 
 # The rows that matter most first, so a run cut short still compares WeAct with baselines.
@@ -164,7 +164,11 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
         rows = table(results)
         png = chart(rows, opts.out / CHART_FILE) if rows else None
         run = _run_info(opts, built, timings, info, status)
-        return write_report(opts.out / REPORT_FILE, rows, continual, run, cuts(sizes, engine)), png
+        answers = common_answers(results)
+        report = write_report(
+            opts.out / REPORT_FILE, rows, continual, run, cuts(sizes, engine), answers
+        )
+        return report, png
 
     continual = None
     if opts.continual:  # first: it needs no episodes, and the gate is the product's promise

@@ -3,6 +3,7 @@ numbers beside it, the continual part's gate reports, and what the run cost and 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,29 @@ def table(results: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float
         row["tokens"] = sum(r.decoded for r in items.values())
         out[method] = row
     return out
+
+
+def common_answers(
+    results: Mapping[str, Mapping[str, Any]], width: int = 70
+) -> dict[str, tuple[str, int, int]]:
+    """{method: (its most frequent answer, cut to `width` characters, how often, of n)}: what
+    a method that scores nothing says instead."""
+    out = {}
+    for method, items in results.items():
+        said = Counter(" ".join(r.score.answer.split())[:width] for r in items.values())
+        if said:
+            answer, count = said.most_common(1)[0]
+            out[method] = (answer, count, len(items))
+    return out
+
+
+def answer_lines(answers: Mapping[str, tuple[str, int, int]]) -> list[str]:
+    lines = ["| Method | most frequent answer | items |", "|---|---|---|"]
+    for method in [m for m in METHODS if m in answers]:
+        answer, count, n = answers[method]
+        shown = answer.replace("|", "\\|").replace("`", "'") or "(empty)"
+        lines.append(f"| {LABELS[method]} | `{shown}` | {count} of {n} |")
+    return lines
 
 
 def degenerate(rows: Mapping[str, Mapping[str, float]]) -> list[str]:
@@ -139,6 +163,7 @@ def write_report(
     continual: Any,
     run: Mapping[str, Any],
     cuts: Sequence[str],
+    answers: Mapping[str, tuple[str, int, int]] | None = None,
 ) -> Path:
     lines = ["# make reproduce", ""]
     lines += [f"- {k}: {v}" for k, v in run.items()]
@@ -147,6 +172,9 @@ def write_report(
     bad = degenerate(rows)
     lines += ["", "Methods at 0 % or 100 % on every kind: " + (", ".join(bad) or "none"), ""]
     lines += [f"![chart]({run.get('chart_file', 'reproduce.png')})", ""]
+    if answers:
+        lines += ["What each method answered most often (whitespace collapsed):", ""]
+        lines += answer_lines(answers) + [""]
     if continual is not None:
         lines += ["## Continual adaptation through the registry and the gate", ""]
         lines += gate_lines(continual)

@@ -172,3 +172,27 @@ def test_sizes_come_from_flags_then_environment() -> None:
         sizes_from("full", environ={"REPRODUCE_LR": "fast"})
     with pytest.raises(ValueError, match="test must be at least 1"):
         sizes_from("full", {"test": 0}, environ={})
+
+
+def test_the_report_shows_what_a_method_answers_most_often() -> None:
+    from evals.reproduce.report import answer_lines, common_answers, degenerate, table
+    from evals.runner import ItemResult
+    from evals.scoring import ItemScore
+
+    def item(n: int, kind: str, answer: str, em: float) -> ItemResult:
+        return ItemResult(ItemScore(f"q{n}", kind, answer, em, em, 0.0, 0.0), "answer", 5, 1.0)
+
+    echo = '<tool_response>\n{"ok": true, "active": "write"}\n</tool_response>'
+    results = {
+        "backbone": {f"q{n}": item(n, k, echo, 0.0) for n, k in enumerate(KINDS)},
+        "weact_hard": {
+            "q0": item(0, "name", "Ada | Lovelace", 1.0),
+            **{f"q{n}": item(n, k, "1921", 0.0) for n, k in enumerate(KINDS) if n},
+        },
+    }
+    answers = common_answers(results)
+    assert answers["backbone"] == (" ".join(echo.split()), 4, 4)
+    assert answers["weact_hard"] == ("1921", 3, 4)
+    assert degenerate(table(results)) == ["backbone"]
+    lines = answer_lines({"weact_hard": ("Ada | Lovelace", 1, 4)})
+    assert lines[-1] == "| WeAct-hard | `Ada \\| Lovelace` | 1 of 4 |"
