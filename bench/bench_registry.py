@@ -20,7 +20,6 @@ PostgreSQL: a scratch database created through `--pg-url` (dropped afterwards).
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import statistics
 import sys
@@ -62,10 +61,14 @@ ROUNDS = 4  # the 1-worker and W-worker servers take turns
 Row = dict[str, float | str]
 
 
-def _seed(db: Database, store: BlobStore, tmp: Path, seeded: int) -> tuple[str, list, str]:
+def _seed(
+    db: Database, store: BlobStore, tmp: Path, seeded: int, spare: int
+) -> tuple[str, list, str]:
+    """`seeded` versions registered; the file sets of `spare` more returned unregistered (the
+    registry refuses bytes it already holds, so every version needs its own)."""
     manifest = backbone_manifest_json(write_backbone(tmp / "bb"))
     file_sets = []
-    for seed in range(8):
+    for seed in range(seeded + spare):
         data = adapter_files(write_adapter(tmp / f"a{seed}", seed=seed))
         file_sets.append({name: store.put([blob]) for name, blob in data.items()})
     with db.write() as session:
@@ -80,7 +83,7 @@ def _seed(db: Database, store: BlobStore, tmp: Path, seeded: int) -> tuple[str, 
     ids: dict[str, int] = {}
     for i in range(seeded):
         cap = CAPS[i % len(CAPS)]
-        draft = adapters.AdapterDraft(cap, root, file_sets[i % len(file_sets)])
+        draft = adapters.AdapterDraft(cap, root, file_sets[i])
         with db.write() as session:
             ids[cap] = adapters.register_adapter(
                 session=session, store=store, actor=ALICE, draft=draft
@@ -90,7 +93,7 @@ def _seed(db: Database, store: BlobStore, tmp: Path, seeded: int) -> tuple[str, 
             lifecycle.approve_adapter(session=session, actor=ADMIN, adapter_id=adapter_id)
         request = channels.PromoteRequest("prod", root, dict(ids), list(CAPS), create=True)
         channels.promote(session=session, actor=ADMIN, request=request)
-    return root, file_sets, secret
+    return root, file_sets[seeded:], secret
 
 
 def _measure(name: str, call: Callable[[], httpx.Response], count: int, expect: int) -> Row:
@@ -171,7 +174,7 @@ def _sequential(
                 "adapter list (cap+state)", lambda: client.get("/adapters", params=by_state), n, 200
             )
         )
-        files = itertools.cycle(file_sets)
+        files = iter(file_sets)
         body = lambda: {"capability": "write", "backbone": root, "files": next(files)}  # noqa: E731
         rows.append(
             _measure(
@@ -249,7 +252,10 @@ def _bench(kind: str, args: argparse.Namespace) -> dict[str, object]:
         store_url = str(tmp / "blobs")
         db = Database(url)
         t0 = time.perf_counter()
-        root, file_sets, secret = _seed(db, open_store(store_url), tmp, args.n - args.registrations)
+        seeded = args.n - args.registrations
+        root, file_sets, secret = _seed(
+            db, open_store(store_url), tmp, seeded, args.registrations + 20
+        )
         seed_s = time.perf_counter() - t0
         db.dispose()
         with ExitStack() as stack:
