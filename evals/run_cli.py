@@ -50,7 +50,7 @@ def library_key(adapters: Mapping[str, str]) -> str:
 def cpu_dtype(cpuinfo: str = "/proc/cpuinfo") -> str:
     """bf16 where the CPU has AVX512-BF16 (vLLM's bf16 CPU kernels need it), else fp32.
 
-    On this project's Sapphire Rapids nodes bf16 prefills 1.7x faster than fp32 and
+    On an Intel Sapphire Rapids node (AMX) bf16 prefilled 1.7x faster than fp32 and
     halves the KV cache per token (`bench/bench_vllm_lora.py`)."""
     try:
         flags = Path(cpuinfo).read_text()
