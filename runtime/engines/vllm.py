@@ -75,7 +75,8 @@ def kv_cache_bytes(
     kv_heads = config.get("num_key_value_heads") or heads
     head_dim = config.get("head_dim") or config["hidden_size"] // heads
     width = {"float32": 4, "bfloat16": 2, "float16": 2}[dtype]
-    return 2 * config["num_hidden_layers"] * kv_heads * head_dim * width * max_len * sequences
+    layers = int(config["num_hidden_layers"])
+    return 2 * layers * int(kv_heads) * int(head_dim) * width * max_len * sequences
 
 
 def use_every_core(environ: dict[str, str] | None = None) -> None:
