@@ -58,6 +58,7 @@ ADMIN = Principal("root", Role.ADMIN)
 ALICE = Principal("alice", Role.PUBLISHER)
 CLIENT_PROCESSES = 4
 ROUNDS = 4  # the 1-worker and W-worker servers take turns
+WARMUP = 20  # untimed requests before each timed row
 Row = dict[str, float | str]
 
 
@@ -97,7 +98,7 @@ def _seed(
 
 
 def _measure(name: str, call: Callable[[], httpx.Response], count: int, expect: int) -> Row:
-    for _ in range(min(20, count)):  # warm-up
+    for _ in range(min(WARMUP, count)):
         call()
     latencies = []
     start = time.perf_counter()
@@ -180,7 +181,7 @@ def _sequential(
             _measure(
                 "adapter register",
                 lambda: client.post("/adapters", json=body()),
-                max(5, args.registrations - 20),
+                max(5, args.registrations - WARMUP),
                 201,
             )
         )
@@ -254,7 +255,7 @@ def _bench(kind: str, args: argparse.Namespace) -> dict[str, object]:
         t0 = time.perf_counter()
         seeded = args.n - args.registrations
         root, file_sets, secret = _seed(
-            db, open_store(store_url), tmp, seeded, args.registrations + 20
+            db, open_store(store_url), tmp, seeded, args.registrations + WARMUP
         )
         seed_s = time.perf_counter() - t0
         db.dispose()

@@ -169,9 +169,8 @@ async def _episode(
     episode = manager.create(task=question.question)
     try:
         await Agent(engine.tokenizer, toolbox, config).run(episode, question.question)
-        decoded = sum(s.decoded for s in episode.steps)
         score = score_episode(question, episode.messages)
-        return ItemResult(score, episode.finish_reason, decoded, episode.elapsed_s)
+        return ItemResult(score, episode.finish_reason, episode.decoded, episode.elapsed_s)
     finally:
         manager.close_all()
 

@@ -119,7 +119,7 @@ class Agent:
         generated, phase, in_phase = 0, -1, 0
         budget = self.config.max_episode_tokens
         while generated < self.config.max_steps:
-            if budget is not None and self._decoded(episode) >= budget:
+            if budget is not None and episode.decoded >= budget:
                 episode.finish_reason = "max_tokens"
                 return
             if self._runtime_turn(episode, phase, in_phase):
@@ -155,15 +155,11 @@ class Agent:
         limit = config.max_phase_steps
         return limit is not None and phase == len(episode.control.loaded) and in_phase >= limit
 
-    @staticmethod
-    def _decoded(episode: Episode) -> int:
-        return sum(s.decoded for s in episode.steps)
-
     def _max_new_tokens(self, episode: Episode) -> int:
         budget = self.config.max_episode_tokens
         if budget is None:
             return self.config.max_new_tokens
-        return max(1, min(self.config.max_new_tokens, budget - self._decoded(episode)))
+        return min(self.config.max_new_tokens, budget - episode.decoded)  # > 0: `_loop` checked
 
     @staticmethod
     def _last_text(episode: Episode) -> str:

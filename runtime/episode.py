@@ -123,6 +123,11 @@ class Episode:
     def session(self) -> EngineSession:
         return self.control.session
 
+    @property
+    def decoded(self) -> int:
+        """Tokens the model has generated in this episode."""
+        return sum(s.decoded for s in self.steps)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -157,7 +162,7 @@ def totals(episode: Episode) -> dict[str, float]:
         "switch_s": switch_s,
         "rebuild_s": rebuild_s,
         "prefilled": float(sum(s.prefilled for s in episode.steps)),
-        "decoded": float(sum(s.decoded for s in episode.steps)),
+        "decoded": float(episode.decoded),
         "switch_share": switch_s / elapsed if elapsed > 0 else 0.0,
         "rebuild_share": rebuild_s / elapsed if elapsed > 0 else 0.0,
     }
