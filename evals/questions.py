@@ -1,13 +1,18 @@
 """Multi-hop questions over a world, with gold answers, documents, sub-questions and searches.
 
-Four kinds, each answered by following links from document to document:
+Five kinds, each answered by following links from document to document:
 
-| kind   | hops | answer         | example                                                      |
-|--------|------|----------------|--------------------------------------------------------------|
-| name   | 2    | a person       | Who founded the organisation that P works for?               |
-| place  | 3    | a country      | In which country was the founder of O born?                  |
-| year   | 2    | a year         | In what year was the city where P was born founded?          |
-| number | 2    | an integer     | How old was the founder of O when O was founded? (code phase)|
+| kind    | hops | answer         | example                                                      |
+|---------|------|----------------|--------------------------------------------------------------|
+| name    | 2    | a person       | Who founded the organisation that P works for?               |
+| place   | 3    | a country      | In which country was the founder of O born?                  |
+| year    | 2    | a year         | In what year was the city where P was born founded?          |
+| number  | 2    | an integer     | How old was the founder of O when O was founded? (code phase)|
+| compare | 2    | one of two     | Who was born first, P or Q? (HotpotQA's comparison type)     |
+
+A `compare` question names its two `options`; its answer is one of them, so a method that
+never retrieves anything still picks one: chance is 50 %, the floor under which a method
+that answers at all cannot fall (`evals.scoring` maps a reply to the option it names).
 
 A question's `searches` are the queries its gold trajectory issues, one per hop, and its
 `steps` the facts each hop yields (used to write the gold trajectory); `supporting` lists the
@@ -23,7 +28,7 @@ from typing import Any
 
 from evals.world import World
 
-KINDS = ("name", "place", "year", "number")
+KINDS = ("name", "place", "year", "number", "compare")
 DEFAULT_PHASES = ("plan", "search", "write")
 CODE_PHASES = ("plan", "search", "code", "write")
 
@@ -41,6 +46,7 @@ class Question:
     searches: tuple[str, ...]  # the gold queries, one per hop
     phases: tuple[str, ...]
     expression: str | None = None  # the arithmetic of a `number` question
+    options: tuple[str, ...] = ()  # the answers a `compare` question offers
     facts: tuple[str, ...] = field(default=(), compare=False)  # one sentence per hop
 
     def to_json(self) -> dict[str, Any]:
@@ -59,6 +65,8 @@ class Question:
         }
         if self.expression is not None:
             obj["expression"] = self.expression
+        if self.options:
+            obj["options"] = list(self.options)
         return obj
 
     @classmethod
@@ -75,6 +83,7 @@ class Question:
             searches=tuple(obj["searches"]),
             phases=tuple(obj["phases"]),
             expression=obj.get("expression"),
+            options=tuple(obj.get("options", ())),
             facts=tuple(obj.get("facts", ())),
         )
 
@@ -190,12 +199,37 @@ def _number_question(w: World, anchor: str, rng: random.Random) -> dict[str, Any
     }
 
 
+def _compare_question(w: World, anchor: str, rng: random.Random) -> dict[str, Any]:
+    first = w.people[anchor]
+    others = sorted(k for k, p in w.people.items() if k != anchor and p.born != first.born)
+    other = w.people[rng.choice(others)]
+    options = [first, other]
+    rng.shuffle(options)  # the gold answer is as often the first option as the second
+    a, b = options
+    earlier = a if a.born < b.born else b
+    return {
+        "hops": 2,
+        "question": f"Who was born first, {a.name} or {b.name}?",
+        "answer": earlier.name,
+        "options": (a.name, b.name),
+        "supporting": (a.key, b.key),
+        "subquestions": (
+            f"In what year was {a.name} born?",
+            f"In what year was {b.name} born?",
+            "Which of the two years is earlier?",
+        ),
+        "searches": (a.name, b.name),
+        "facts": (f"{a.name} was born in {a.born}.", f"{b.name} was born in {b.born}."),
+    }
+
+
 _MAKERS: dict[str, tuple[Callable[[World, str, random.Random], dict[str, Any]], str]] = {
     # kind: (maker, which entities anchor it)
     "name": (_name_question, "employees"),
     "place": (_place_question, "orgs"),
     "year": (_year_question, "employees"),
     "number": (_number_question, "orgs"),
+    "compare": (_compare_question, "employees"),
 }
 
 

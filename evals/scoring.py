@@ -1,7 +1,9 @@
 """Scoring an episode against its question: pure functions, one record per item.
 
 - `exact_match` / `token_f1`: the answer after `normalize_answer` (lower case, no punctuation,
-  articles or thousands separators, single spaces), SQuAD style.
+  articles or thousands separators, single spaces), SQuAD style. A question with `options`
+  (`compare`) is scored on the option the answer picks (`chosen_option`: the one named first
+  in its first statement that names one), as a reader takes a free-text reply.
 - `doc_recall`: the share of the gold supporting documents that the episode's searches (or
   fetches) returned.
 - `plan_coverage`: for each gold sub-question, the share of its content words that the plan
@@ -89,6 +91,25 @@ def extract_answer(texts: Sequence[str]) -> str:
     return next((t.strip() for t in reversed(texts) if t.strip()), "")
 
 
+_SENTENCES = re.compile(r"[^.!?\n]+[.!?]?")
+
+
+def chosen_option(answer: str, options: Sequence[str]) -> str:
+    """The option `answer` picks, as a reader would take a reply to a choice question: the
+    option named first in its first statement that names one (a sentence that is not a
+    question: "A was born before B." picks A, a reply that only asks "In what year was A
+    born?" picks nothing); `answer` itself when it picks none."""
+    names = [(o, f" {normalize_answer(o)} ") for o in options]
+    for sentence in _SENTENCES.findall(answer):
+        if sentence.strip().endswith("?"):
+            continue
+        said = f" {normalize_answer(sentence)} "
+        named = [(said.find(n), o) for o, n in names if n in said]
+        if named:
+            return min(named)[1]
+    return answer
+
+
 @dataclass(frozen=True)
 class ItemScore:
     id: str
@@ -174,6 +195,8 @@ def score_episode(question: Question, messages: Sequence[Mapping[str, Any]]) -> 
     """The per-item record of one episode on its question."""
     view = view_episode(messages)
     answer = extract_answer(view.assistant_texts)
+    if question.options:
+        answer = chosen_option(answer, question.options)
     return ItemScore(
         id=question.id,
         kind=question.kind,

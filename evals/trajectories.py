@@ -109,6 +109,8 @@ class _Gold:
         sources = ", ".join(self.q.supporting)
         if self.q.expression is not None:
             cited = f"{self.q.expression} = {self.q.answer} [{sources}]."
+        elif self.q.options:  # both facts, then the choice
+            cited = "; ".join(f[:-1] for f in self.q.facts) + f" [{sources}]."
         else:
             cited = f"{self.q.facts[-1][:-1]} [{sources}]."
         return [], f"{cited}\n{ANSWER_PREFIX} {self.q.answer}"

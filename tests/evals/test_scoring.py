@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from evals.questions import Question
 from evals.scoring import (
+    chosen_option,
     doc_recall,
     exact_match,
     extract_answer,
@@ -134,3 +135,42 @@ def test_score_episode_reads_plan_searches_and_answer() -> None:
     assert record.metric("f1") == 0.5
     with pytest.raises(KeyError, match="unknown metric"):
         record.metric("bleu")
+
+
+@pytest.mark.parametrize(
+    ("answer", "chosen"),
+    [
+        ("Ora Velt", "Ora Velt"),
+        ("I think ora velt was born first.", "Ora Velt"),
+        ("Mira Velt was born before Ora Velt.", "Mira Velt"),
+        ("Ora Velt was born first. Mira Velt was born later.", "Ora Velt"),
+        ("Born 1950.\nMira Velt, then Ora Velt", "Mira Velt"),  # the first line names none
+        ("1. In what year was Ora Velt born?\n2. In what year was Mira Velt born?",
+         "1. In what year was Ora Velt born?\n2. In what year was Mira Velt born?"),
+        ("Velt", "Velt"),  # neither named whole
+        ("Orav Velt", "Orav Velt"),
+    ],
+)  # fmt: skip
+def test_a_reply_picks_the_option_its_first_statement_names_first(answer: str, chosen: str) -> None:
+    assert chosen_option(answer, ("Ora Velt", "Mira Velt")) == chosen
+
+
+@given(words, st.lists(words, min_size=2, max_size=3))
+def test_chosen_option_is_an_option_or_the_answer_itself(answer: str, options: list[str]) -> None:
+    chosen = chosen_option(answer, options)
+    assert chosen == answer or chosen in options
+
+
+def test_a_compare_question_is_scored_on_the_option_named() -> None:
+    q = Question(
+        id="q", split="test", kind="compare", hops=2, question="Who was born first, A B or C D?",
+        answer="C D", supporting=("d1", "d2"), subquestions=(), searches=(), phases=(),
+        options=("A B", "C D"),
+    )  # fmt: skip
+    said = [{"role": "assistant", "content": "In what year was C D born?"}]
+    assert score_episode(q, said).em == 0.0  # a question picks nothing
+    said = [{"role": "assistant", "content": "A B was born after 1950."}]
+    assert score_episode(q, said).em == 0.0  # picks A B
+    said = [{"role": "assistant", "content": "The answer is: C D."}]
+    record = score_episode(q, said)
+    assert (record.answer, record.em) == ("C D", 1.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -68,9 +69,25 @@ def test_answers_are_grounded_in_the_supporting_documents(small_suite: Suite) ->
             assert str(eval(q.expression)) == q.answer
             years = q.expression.split(" - ")
             assert all(any(y in text[d] for d in q.supporting) for y in years)
+        elif q.kind == "compare":
+            assert q.phases == ("plan", "search", "write")
+            assert q.answer in q.options
+            assert len(set(q.options)) == 2
+            years = [int(re.search(r"born (\d{4})", text[d])[1]) for d in q.supporting]
+            assert years[0] != years[1]
+            assert q.answer == q.options[years.index(min(years))]
         else:
             assert q.phases == ("plan", "search", "write")
             assert q.answer in text[q.supporting[-1]]
+
+
+def test_compare_answers_are_the_first_option_about_half_the_time() -> None:
+    """A method that always names the first option (or the second) scores near chance."""
+    suite = generate_suite("research", 3, {"train": 1, "dev": 1, "test": 40})
+    compare = [q for q in suite.questions["test"] if q.kind == "compare"]
+    first = sum(q.answer == q.options[0] for q in compare)
+    assert len(compare) == 40
+    assert 12 <= first <= 28
 
 
 def test_gold_trajectories_validate_and_score_perfectly(suite_dir: Path) -> None:
