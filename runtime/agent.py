@@ -221,7 +221,7 @@ class Agent:
             return outcome
         if self.toolbox is not None and call.name in self.toolbox:
             return await self._external(episode, call)
-        names = [*INTERNAL_TOOLS, *(t["function"]["name"] for t in self.tools(episode)[2:])]
+        names = [t["function"]["name"] for t in self.tools(episode)]
         return ToolOutcome.error(f"unknown tool {call.name!r}; available: {', '.join(names)}")
 
     async def _external(self, episode: Episode, call: ToolCall) -> ToolOutcome:

@@ -72,6 +72,10 @@ OFFLOAD_DESCRIPTION = (
 
 
 def lora_tool_schemas(library: Mapping[str, AdapterSpec]) -> list[dict[str, Any]]:
+    """load_lora and offload_lora as the model is shown them; none for an empty library
+    (the bare backbone alone has nothing to load)."""
+    if not library:
+        return []
     capability = {
         "type": "string",
         "enum": sorted(library),

@@ -185,3 +185,7 @@ class AdapterControlMachine(RuleBasedStateMachine):
 
 TestAdapterControlMachine = AdapterControlMachine.TestCase
 TestAdapterControlMachine.settings = settings(max_examples=30, deadline=None)
+
+
+def test_an_empty_library_offers_no_adapter_tools() -> None:
+    assert lora_tool_schemas({}) == []
