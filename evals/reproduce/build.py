@@ -5,14 +5,15 @@
 - shared (Single LoRA): one LoRA on every phase of the train split (`weact train --shared`),
   of rank `shared_rank` (default: the phase adapters' ranks together, as many parameters).
 - additive, ties, dare_ties: static merges of plan, search, code and write.
-- zero: a LoRA with B = 0 (`weact merge --weight 0`): the bare backbone, as a library.
 - write++: write trained further on the dev split's write phases only (no replay).
-- write-bad: a write adapter trained on the train split with shuffled answers.
+- write-bad: write++ trained further on the same new data with its answers shuffled (a
+  labelling bug in an update): what the gate must refuse.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -68,24 +69,28 @@ def shuffled_answers(lines: list[str], seed: int) -> list[str]:
 
 
 def write_data(suite_dir: Path, work: Path, seed: int) -> dict[str, Path]:
-    """The training files: train, dev (write++'s new data) and train with shuffled answers."""
+    """The training files: train, dev (write++'s new data) and dev with shuffled answers."""
     train = (suite_dir / trajectories_file("train")).read_text(encoding="utf-8")
     dev = (suite_dir / trajectories_file("dev")).read_text(encoding="utf-8")
-    bad = shuffled_answers(train.splitlines(), seed)
+    bad = shuffled_answers(dev.splitlines(), seed)
     return {
         "train": _write_if_changed(work / "train.jsonl", train.encode()),
         "dev": _write_if_changed(work / "dev.jsonl", dev.encode()),
         "shuffled": _write_if_changed(
-            work / "train-shuffled.jsonl", ("\n".join(bad) + "\n").encode()
+            work / "dev-shuffled.jsonl", ("\n".join(bad) + "\n").encode()
         ),
     }
 
 
 def _train_args(sizes: Sizes, lr: float, epochs: int, rank: int | None = None) -> list[str]:
-    """`weact train` settings; another rank keeps the scale alpha / rank."""
+    """`weact train` settings. Another rank keeps alpha / sqrt(rank) (rsLoRA's scale): with
+    Adam every rank-1 component moves at the learning rate, so alpha / rank at rank 32 made
+    the Single LoRA's steps 4x the phase adapters' and it degenerated (repeated digits, broken
+    tool calls) where alpha 32 trained it to a loss of 0.007."""
     rank = sizes.rank if rank is None else rank
+    alpha = round(sizes.alpha * math.sqrt(rank / sizes.rank))
     return [
-        "--rank", str(rank), "--alpha", str(sizes.alpha * rank // sizes.rank), "--lr", str(lr),
+        "--rank", str(rank), "--alpha", str(alpha), "--lr", str(lr),
         "--epochs", str(epochs), "--seed", str(sizes.seed), "--dtype", sizes.train_dtype,
     ]  # fmt: skip
 
@@ -185,19 +190,21 @@ def build_phases(b: Builder) -> Built:
         "write++", dev, capability="write", lr=sizes.update_lr, epochs=sizes.epochs,
         init=built.adapters["write"],
     )  # fmt: skip
-    b.train("write-bad", bad, capability="write", lr=sizes.bad_lr, epochs=sizes.bad_epochs)
+    b.train(
+        "write-bad", bad, capability="write", lr=sizes.bad_lr, epochs=sizes.bad_epochs,
+        init=built.adapters["write++"],
+    )  # fmt: skip
     return built
 
 
 def build_baselines(b: Builder) -> Built:
-    """The shared LoRA, the static merges and the zero adapter (after `build_phases`)."""
+    """The shared LoRA and the static merges (after `build_phases`)."""
     built, sizes = b.built, b.sizes
     phases = {cap: built.adapters[cap] for cap in CAPABILITIES}
     for name in MERGES:
         b.merge(name, MERGE_METHOD[name], phases, [1.0] * len(phases))
-    b.merge("zero", "linear", {"plan": built.adapters["plan"]}, [0.0])
     b.train(
-        "shared", built.data["train"], capability=None, lr=sizes.lr, epochs=sizes.epochs,
+        "shared", built.data["train"], capability=None, lr=sizes.lr, epochs=sizes.shared_epochs,
         rank=sizes.shared_rank,
     )  # fmt: skip
     return built

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evals.questions import KINDS
 from evals.reproduce.build import (
     CAPABILITIES,
     MERGES,
@@ -86,10 +87,12 @@ def _log_adapters(log: Any, built: Built) -> None:
 
 def method_runs(built: Built, results: Path, methods: tuple[str, ...]) -> list[MethodRun]:
     a = built.adapters
-    one = {"backbone": "zero", "single_lora": "shared", **{m: m for m in MERGES}}
+    one = {"single_lora": "shared", **{m: m for m in MERGES}}
     libraries = {m: ({c: a[one[m]] for c in CAPABILITIES}, "hard") for m in methods if m in one}
     for m in set(methods) & {"weact_hard", "weact_soft"}:
         libraries[m] = ({c: a[c] for c in CAPABILITIES}, m.removeprefix("weact_"))
+    if "backbone" in methods:  # no adapter: the bare backbone with the suite's tools
+        libraries["backbone"] = ({}, "soft")
     return [
         MethodRun(
             m,
@@ -108,11 +111,11 @@ def _engine(choice: str) -> str:
 
 
 def cuts(sizes: Sizes, engine: str) -> list[str]:
-    k = 4  # question kinds
+    k = len(KINDS)
     return [
         f"training data: {sizes.train} train questions per kind ({k * sizes.train} gold "
         f"trajectories), {sizes.epochs} epoch(s), LoRA rank {sizes.rank} "
-        f"(the Single LoRA's {sizes.shared_rank}), lr {sizes.lr}, "
+        f"(the Single LoRA's {sizes.shared_rank}, {sizes.shared_epochs} epoch(s)), lr {sizes.lr}, "
         f"backbone in {sizes.train_dtype} while training; "
         "the paper trains on full research trajectories",
         f"test split: {sizes.test} questions per kind ({k * sizes.test} in all) per method; "
@@ -130,6 +133,8 @@ def cuts(sizes: Sizes, engine: str) -> list[str]:
         "capability-scoped benchmarks), not end-task exact match, to keep it within budget",
         "WeAct-soft: the bare backbone chooses the adapters; backbone turns are never "
         "supervised in training, so it rarely loads any",
+        "backbone only: no adapter at all (the bare backbone with the suite's tools, no "
+        "load_lora / offload_lora, no prescribed phases)",
     ]
 
 
@@ -198,12 +203,11 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
         else:
             run_plan(plan, on_method)
 
-    episodes(EVAL_ORDER[:1])  # WeAct-hard needs only the phase adapters
     t = time.perf_counter()
     build_baselines(builder)
     timings["baseline_adapters_s"] = time.perf_counter() - t
     _log_adapters(log, built)
-    episodes(EVAL_ORDER[1:])
+    episodes(EVAL_ORDER)  # one engine start for every method
     report, png = publish(results, continual, "complete")
     rows = table(results)
     assert png is not None
