@@ -48,7 +48,8 @@ def library_key(adapters: Mapping[str, str]) -> str:
 
 
 def cpu_dtype(cpuinfo: str = "/proc/cpuinfo") -> str:
-    """bf16 where the CPU has AVX512-BF16 (vLLM's bf16 CPU kernels need it), else fp32.
+    """bf16 where the CPU has AVX512-BF16 (vLLM's bf16 CPU kernels need it, and torch emulates
+    bf16 without it: 65x slower matmuls than fp32 on an AVX2-only EPYC), else fp32.
 
     On an Intel Sapphire Rapids node (AMX) bf16 prefilled 1.7x faster than fp32 and
     halves the KV cache per token (`bench/bench_vllm_lora.py`)."""

@@ -174,6 +174,22 @@ def test_sizes_come_from_flags_then_environment() -> None:
         sizes_from("full", {"test": 0}, environ={})
 
 
+def test_training_dtype_follows_the_cpu(tmp_path: Path) -> None:
+    from evals.run_cli import cpu_dtype
+
+    with_bf16, without = tmp_path / "bf16", tmp_path / "avx2"
+    with_bf16.write_text("flags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n")
+    without.write_text("flags\t\t: fpu sse2 avx2\n")
+    assert (cpu_dtype(str(with_bf16)), cpu_dtype(str(without))) == ("bfloat16", "float32")
+    assert cpu_dtype(str(tmp_path / "absent")) == "float32"
+    assert sizes_from("full", environ={}).train_dtype == cpu_dtype()  # "auto", resolved
+    assert sizes_from("full", environ={"REPRODUCE_TRAIN_DTYPE": "bfloat16"}).train_dtype == (
+        "bfloat16"
+    )
+    with pytest.raises(ValueError, match="train_dtype must be one of auto, float32"):
+        sizes_from("full", environ={"REPRODUCE_TRAIN_DTYPE": "fp8"})
+
+
 def test_the_report_shows_what_a_method_answers_most_often() -> None:
     from evals.reproduce.report import answer_lines, common_answers, degenerate, table
     from evals.runner import ItemResult
