@@ -29,14 +29,14 @@ from runtime.chat import (
 )
 from runtime.engine import Config, GenerationResult
 from runtime.episode import Episode, StepRecord
-from runtime.tools import (
+from runtime.lora_tools import (
     INTERNAL_TOOLS,
     LOAD_LORA,
     OFFLOAD_LORA,
-    McpToolbox,
     ToolOutcome,
     lora_tool_schemas,
 )
+from runtime.mcp_client import McpToolbox
 
 logger = logging.getLogger(__name__)
 

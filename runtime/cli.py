@@ -294,7 +294,7 @@ def _run_episode(engine: Engine, policy: Any, config: Any, targets: list[Any], t
 
     from runtime.agent import Agent
     from runtime.episode import EpisodeManager
-    from runtime.tools import McpToolbox
+    from runtime.mcp_client import McpToolbox
 
     episode = EpisodeManager(engine, policy=policy).create(task=task)
 

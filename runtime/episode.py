@@ -22,24 +22,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from runtime.engine import Config, Engine, EngineSession, SwitchRecord
-from runtime.errors import RuntimeEngineError
-from runtime.handles import DEFAULT_IDLE_S, HandleTable, UnknownHandleError
+from runtime.errors import EpisodeNotFoundError, TooManyEpisodesError, UnknownHandleError
+from runtime.handles import DEFAULT_IDLE_S, HandleTable
+from runtime.lora_tools import AdapterControl
 from runtime.policy import HardPolicy, Policy
-from runtime.tools import AdapterControl
 
 SwitchHook = Callable[[SwitchRecord], None]
-
-
-class EpisodeNotFoundError(RuntimeEngineError, KeyError):
-    def __init__(self, episode_id: str) -> None:
-        super().__init__(f"no episode {episode_id!r}")
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class TooManyEpisodesError(RuntimeEngineError, RuntimeError):
-    """Every episode slot is taken by a running episode."""
 
 
 class LibrarySource(Protocol):

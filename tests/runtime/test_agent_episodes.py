@@ -7,7 +7,8 @@ import threading
 import pytest
 from support.engines import ScriptedEngine
 
-from runtime.episode import EpisodeManager, EpisodeNotFoundError, TooManyEpisodesError
+from runtime.episode import EpisodeManager
+from runtime.errors import EpisodeNotFoundError, TooManyEpisodesError
 from runtime.policy import HardPolicy, SoftPolicy
 
 

@@ -41,25 +41,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from runtime.agent import Agent, AgentConfig
 from runtime.engine import Engine, SwitchRecord
-from runtime.episode import (
-    Episode,
-    EpisodeManager,
+from runtime.episode import Episode, EpisodeManager, LibrarySource, totals
+from runtime.errors import (
     EpisodeNotFoundError,
-    LibrarySource,
-    TooManyEpisodesError,
-    totals,
-)
-from runtime.errors import RuntimeEngineError
-from runtime.handles import DEFAULT_IDLE_S
-from runtime.mcp_server import build_mcp_server
-from runtime.policy import (
-    HardPolicy,
     InvalidPolicyError,
-    Policy,
-    make_policy,
-    parse_guesses,
+    RuntimeEngineError,
+    TooManyEpisodesError,
 )
-from runtime.tools import McpToolbox
+from runtime.handles import DEFAULT_IDLE_S
+from runtime.mcp_client import McpToolbox
+from runtime.mcp_server import build_mcp_server
+from runtime.policy import HardPolicy, Policy, make_policy, parse_guesses
 
 logger = logging.getLogger(__name__)
 
