@@ -214,7 +214,8 @@ def test_mcp_with_token(guarded) -> None:
 )
 def test_episode_policy_keeps_the_node_order(body, policy) -> None:
     from runtime.policy import HardPolicy
-    from runtime.server import EpisodeCreate, episode_policy
+    from runtime.server.deps import episode_policy
+    from runtime.server.schemas import EpisodeCreate
 
     chosen = episode_policy(
         HardPolicy(("search", "write")),
