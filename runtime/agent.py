@@ -89,7 +89,8 @@ class Agent:
             await self._loop(episode, task)
             episode.status = "done"
         except anyio.get_cancelled_exc_class():
-            episode.status, episode.error = "cancelled", "the runtime stopped"
+            episode.status = "cancelled"
+            episode.error = episode.cancel_reason or "the runtime stopped"
             raise
         except Exception as exc:
             logger.exception("episode %s failed", episode.id)

@@ -175,9 +175,10 @@ class _Tools:
         meta = ctx.request_context.meta or {}
         headers = ctx.headers or {}
         if isinstance(meta.get(EPISODE_META_KEY), str):
-            return self.episodes.bind(f"name:{_owner(ctx)}:{meta[EPISODE_META_KEY]}")
+            owner = _owner(ctx)
+            return self.episodes.bind(f"name:{owner}:{meta[EPISODE_META_KEY]}", owner=owner)
         if headers.get("mcp-session-id"):
-            return self.episodes.bind(f"mcp:{headers['mcp-session-id']}")
+            return self.episodes.bind(f"mcp:{headers['mcp-session-id']}", owner=_owner(ctx))
         if self.stdio or ctx.request_context.request is None:
             return self.episodes.bind("process")  # a stdio server has exactly one client
         raise ToolError(

@@ -1,6 +1,7 @@
 """The node app factory: `create_app(engine, ...)` wires the episodes, the MCP server at
-/mcp, the routes, the error handler, bearer auth and the lifespan (external tool servers
-connected, MCP sessions running, episodes' task group, idle handles expired)."""
+/mcp, the routes, the error handler, bearer auth (client and admin tokens) and the lifespan
+(external tool servers connected, MCP sessions running, episodes' task group, idle handles
+expired)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from runtime.handles import DEFAULT_IDLE_S
 from runtime.mcp_client import McpToolbox
 from runtime.mcp_server import build_mcp_server
 from runtime.policy import Policy
-from runtime.server.auth import BearerAuth
+from runtime.server.auth import BearerAuth, admin_owners
 from runtime.server.deps import Runtime
 from runtime.server.metrics import Metrics
 from runtime.server.routes import router
@@ -33,6 +34,7 @@ def create_app(
     agent_config: AgentConfig | None = None,
     tool_servers: Sequence[Any] = (),
     token: str | Sequence[str] | None = None,
+    admin_token: str | Sequence[str] | None = None,
     host: str = "127.0.0.1",
     max_episodes: int = 64,
     source: LibrarySource | None = None,
@@ -40,7 +42,8 @@ def create_app(
 ) -> FastAPI:
     """The runtime app over a loaded engine; `tool_servers` are external MCP tool targets.
 
-    `token`: one bearer token or several (one per client); `source`: the channel follower
+    `token`: one bearer token or several (one per client); `admin_token`: tokens that see
+    every client's episodes (`runtime.server.auth`); `source`: the channel follower
     that keeps the engine's library, whose revision new episodes are pinned to;
     `handle_idle_s`: how long an MCP episode handle lives unused.
     """
@@ -75,10 +78,15 @@ def create_app(
     app.include_router(router)
     app.router.routes.extend(mcp_app.routes)
     app.add_exception_handler(RuntimeEngineError, _engine_error)
-    tokens = [token] if isinstance(token, str) else list(token or ())
-    if any(tokens):
-        app.add_middleware(BearerAuth, tokens=[t for t in tokens if t])
+    tokens, admins = _tokens(token), _tokens(admin_token)
+    app.state.admin_owners = admin_owners(admins)
+    if tokens or admins:
+        app.add_middleware(BearerAuth, tokens=[*tokens, *admins])
     return app
+
+
+def _tokens(given: str | Sequence[str] | None) -> list[str]:
+    return [t for t in ([given] if isinstance(given, str) else list(given or ())) if t]
 
 
 async def _expire_handles(episodes: EpisodeManager) -> None:

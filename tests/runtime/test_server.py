@@ -163,7 +163,14 @@ def guarded() -> Iterator[str]:
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("GET", "/healthz"), ("GET", "/metrics"), ("POST", "/v1/episodes"), ("POST", "/mcp")],
+    [
+        ("GET", "/healthz"),
+        ("GET", "/metrics"),
+        ("POST", "/v1/episodes"),
+        ("GET", "/v1/episodes"),
+        ("POST", "/v1/episodes/x/cancel"),
+        ("POST", "/mcp"),
+    ],
 )
 @pytest.mark.parametrize("header", [None, "Bearer wrong", f"Basic {TOKEN}"])
 def test_token_required_everywhere(guarded, method, path, header) -> None:
