@@ -1,4 +1,4 @@
-"""vLLM's CPU build with LoRA: its own ops vs runtime/engines/vllm_cpu_lora.py, side by side.
+"""vLLM's CPU build with LoRA: its own ops vs runtime/engines/vllm/cpu_lora.py, side by side.
 
 One run, SmolLM2-135M, four random rank-8 LoRAs (all targets) resident, 16 requests spread
 over them; each configuration in a fresh vLLM (a subprocess, so its plugins and thread

@@ -29,7 +29,7 @@ from evals.suite import Suite
 from evals.tools import TOOL_SCHEMAS, serve_suite_tools
 from evals.trajectories import SYSTEM
 from runtime.engine import Engine
-from runtime.tools import McpToolbox
+from runtime.mcp_client import McpToolbox
 
 
 class ResultsMismatchError(EvalError, ValueError):

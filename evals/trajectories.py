@@ -19,7 +19,7 @@ from evals.questions import Question
 from evals.search import DEFAULT_K, MAX_K, SearchIndex
 from evals.tools import TOOL_SCHEMAS
 from runtime.engine import AdapterSpec
-from runtime.tools import lora_tool_schemas
+from runtime.lora_tools import lora_tool_schemas
 from trainers.trajectory import Trajectory, parse_trajectory
 
 CAPABILITIES = ("plan", "search", "code", "write")

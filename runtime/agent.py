@@ -29,14 +29,14 @@ from runtime.chat import (
 )
 from runtime.engine import Config, GenerationResult
 from runtime.episode import Episode, StepRecord
-from runtime.tools import (
+from runtime.lora_tools import (
     INTERNAL_TOOLS,
     LOAD_LORA,
     OFFLOAD_LORA,
-    McpToolbox,
     ToolOutcome,
     lora_tool_schemas,
 )
+from runtime.mcp_client import McpToolbox
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,8 @@ class Agent:
             await self._loop(episode, task)
             episode.status = "done"
         except anyio.get_cancelled_exc_class():
-            episode.status, episode.error = "cancelled", "the runtime stopped"
+            episode.status = "cancelled"
+            episode.error = episode.cancel_reason or "the runtime stopped"
             raise
         except Exception as exc:
             logger.exception("episode %s failed", episode.id)

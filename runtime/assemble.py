@@ -22,7 +22,7 @@ SMOLLM2 = "smollm2"
 
 def build_engine(backbone: str, adapters: Sequence[tuple[str, Path]], kind: str) -> Engine:
     from runtime.engines import engine_class
-    from runtime.tools import DEFAULT_DESCRIPTIONS
+    from runtime.lora_tools import DEFAULT_DESCRIPTIONS
 
     if backbone == SMOLLM2:
         from runtime.models import smollm2_dir
@@ -64,7 +64,7 @@ def make_options_policy(options: dict[str, Any], library: Collection[str]) -> An
 def check_before_loading(options: dict[str, Any], library: Collection[str], source: str) -> None:
     """Usage errors (exit 2) found from the options alone, before any model is converted or
     loaded: no adapters at all, a policy that does not fit the library's capabilities."""
-    from runtime.policy import InvalidPolicyError
+    from runtime.errors import InvalidPolicyError
 
     backbone = options["backbone"]
     if backbone != SMOLLM2 and not Path(backbone).is_dir():

@@ -2,7 +2,7 @@
 
     weact runtime serve --backbone PATH --adapter NAME=DIR [...] [--policy hard|soft]
                         [--order plan,search,write] [--host H] [--port P] [--token T ...]
-                        [--handle-idle S]
+                        [--admin-token T ...] [--handle-idle S]
     weact runtime serve --backbone PATH --registry URL --channel prod [--node-id ID]
                         [--registry-token T] [--library-dir DIR] [--poll-wait S]
                         [--heartbeat S]
@@ -12,7 +12,8 @@
 
 `--backbone smollm2` selects the packaged SmolLM2-135M-Instruct (converted once, cached).
 Defaults come from `WEACT_RUNTIME_*` (see runtime/settings.py); the token also from
-`WEACT_RUNTIME_TOKEN`, the registry token from `WEACT_TOKEN`. With `--channel` the library
+`WEACT_RUNTIME_TOKEN` (admin tokens, which see every client's episodes, from
+`WEACT_RUNTIME_ADMIN_TOKEN`), the registry token from `WEACT_TOKEN`. With `--channel` the library
 is the channel's current revision, kept current by `runtime.follow.ChannelFollower`
 (exclusive with `--adapter`); the registry is `--registry`, else `$WEACT_URL`, as for every
 `weact` command (`registry.cli.options`). The registry is asked for the channel before the
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from pydantic import SecretStr
 
 from registry.cli.errors import fail_cleanly
 from registry.cli.options import registry_url_option, token_option
@@ -167,6 +169,13 @@ def runtime() -> None:
     help="Bearer token of a client (repeat for several; the env var splits on spaces).",
 )
 @click.option(
+    "--admin-token",
+    "admin_tokens",
+    multiple=True,
+    envvar="WEACT_RUNTIME_ADMIN_TOKEN",
+    help="Bearer token that sees and cancels every client's episodes (repeatable).",
+)
+@click.option(
     "--handle-idle",
     type=click.FloatRange(min=0.1),
     default=None,
@@ -178,6 +187,7 @@ def serve(
     host: str | None,
     port: int | None,
     tokens: tuple[str, ...],
+    admin_tokens: tuple[str, ...],
     handle_idle: float | None,
     **options: Any,
 ) -> None:
@@ -205,15 +215,15 @@ def serve(
             follower = start_follower(engine, client, options)
         policy, config, targets = episode_setup(engine, options)
         host = host or settings.host
-        secrets = list(tokens) or (
-            settings.token.get_secret_value().split() if settings.token else []
-        )
+        secrets = list(tokens) or _split(settings.token)
+        admins = list(admin_tokens) or _split(settings.admin_token)
         app = create_app(
             engine,
             policy=policy,
             agent_config=config,
             tool_servers=targets,
             token=secrets,
+            admin_token=admins,
             host=host,
             max_episodes=settings.max_episodes,
             source=follower,
@@ -227,6 +237,11 @@ def serve(
             client.close()
         if engine is not None:
             close_engine(engine)
+
+
+def _split(tokens: SecretStr | None) -> list[str]:
+    """Tokens from a setting that holds several, separated by spaces."""
+    return tokens.get_secret_value().split() if tokens else []
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
@@ -294,7 +309,7 @@ def _run_episode(engine: Engine, policy: Any, config: Any, targets: list[Any], t
 
     from runtime.agent import Agent
     from runtime.episode import EpisodeManager
-    from runtime.tools import McpToolbox
+    from runtime.mcp_client import McpToolbox
 
     episode = EpisodeManager(engine, policy=policy).create(task=task)
 

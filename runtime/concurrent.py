@@ -28,8 +28,8 @@ import anyio
 from runtime.agent import Agent, AgentConfig
 from runtime.engine import Engine
 from runtime.episode import Episode, EpisodeManager
+from runtime.mcp_client import McpToolbox
 from runtime.policy import Policy
-from runtime.tools import McpToolbox
 
 OnDone = Callable[[int, Episode], None]
 

@@ -6,12 +6,16 @@ between episodes but the engine's resident weights. `EpisodeManager` creates, fi
 (to legacy MCP sessions), opens behind secret handles (stateless MCP clients, see
 `runtime.handles`) and closes them, evicting the oldest idle episode when full. An episode
 is pinned to the library it started with; when a `LibrarySource` (a channel follower) is
-given, the episode also records that library's revision.
+given, the episode also records that library's revision. An episode belongs to the
+credentials that started it (`owner`, as `runtime.handles.owner_of` names them): `get` and
+`list` given an owner show only that owner's episodes (the node's HTTP API passes the
+caller's, or none for an admin).
 """
 
 from __future__ import annotations
 
 import contextlib
+import secrets
 import threading
 import time
 import uuid
@@ -22,24 +26,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from runtime.engine import Config, Engine, EngineSession, SwitchRecord
-from runtime.errors import RuntimeEngineError
-from runtime.handles import DEFAULT_IDLE_S, HandleTable, UnknownHandleError
+from runtime.errors import EpisodeNotFoundError, TooManyEpisodesError, UnknownHandleError
+from runtime.handles import DEFAULT_IDLE_S, HandleTable
+from runtime.lora_tools import AdapterControl
 from runtime.policy import HardPolicy, Policy
-from runtime.tools import AdapterControl
 
 SwitchHook = Callable[[SwitchRecord], None]
-
-
-class EpisodeNotFoundError(RuntimeEngineError, KeyError):
-    def __init__(self, episode_id: str) -> None:
-        super().__init__(f"no episode {episode_id!r}")
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class TooManyEpisodesError(RuntimeEngineError, RuntimeError):
-    """Every episode slot is taken by a running episode."""
 
 
 class LibrarySource(Protocol):
@@ -118,6 +110,8 @@ class Episode:
     elapsed_s: float = 0.0
     created_at: float = field(default_factory=time.time)
     revision: int | None = None  # the channel revision of the library it is pinned to
+    owner: str = ""  # who started it: `runtime.handles.owner_of` its bearer credentials
+    cancel_reason: str | None = None  # set by whoever cancels its run, read by the agent
 
     @property
     def session(self) -> EngineSession:
@@ -193,36 +187,43 @@ class EpisodeManager:
         self._bindings: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def create(self, *, policy: Policy | None = None, task: str | None = None) -> Episode:
+    def create(
+        self, *, policy: Policy | None = None, task: str | None = None, owner: str = ""
+    ) -> Episode:
+        """A new episode; `owner` names the credentials that may see it (`owner_of`)."""
         with self._lock:
-            return self._create(policy or self.policy, task)
+            return self._create(policy or self.policy, task, owner)
 
-    def _create(self, policy: Policy, task: str | None) -> Episode:
+    def _create(self, policy: Policy, task: str | None, owner: str) -> Episode:
         self._make_room()
         with self.source.pinned() if self.source else nullcontext(None) as revision:
             session = self.engine.new_session()
             specs = self.engine.adapters
         library = {name: specs[name] for name in session.library if name in specs}
         control = AdapterControl(session, policy, library, on_switch=self.on_switch)
-        episode = Episode(uuid.uuid4().hex, policy, control, task=task, revision=revision)
+        episode = Episode(
+            uuid.uuid4().hex, policy, control, task=task, revision=revision, owner=owner
+        )
         self._episodes[episode.id] = episode
         return episode
 
-    def get(self, episode_id: str) -> Episode:
+    def get(self, episode_id: str, *, owner: str | None = None) -> Episode:
+        """The episode `episode_id`; with `owner`, only if those credentials started it (an
+        episode of other credentials is as unknown as one that never was)."""
         with self._lock:
-            try:
-                return self._episodes[episode_id]
-            except KeyError:
-                raise EpisodeNotFoundError(episode_id) from None
+            episode = self._episodes.get(episode_id)
+        if episode is None or not _visible(episode, owner):
+            raise EpisodeNotFoundError(episode_id)
+        return episode
 
-    def bind(self, key: str) -> Episode:
+    def bind(self, key: str, *, owner: str = "") -> Episode:
         """The episode bound to an MCP session (or a client-chosen name); created on first use."""
         with self._lock:
             episode_id = self._bindings.get(key)
             if episode_id is not None and episode_id in self._episodes:
                 self._episodes.move_to_end(episode_id)
                 return self._episodes[episode_id]
-            episode = self._create(self.policy, None)
+            episode = self._create(self.policy, None, owner)
             self._bindings[key] = episode.id
             return episode
 
@@ -230,7 +231,7 @@ class EpisodeManager:
     def open(self, *, owner: str) -> tuple[Episode, str]:
         """A new episode and the secret handle that reaches it with `owner`'s credentials."""
         self.expire_idle()
-        episode = self.create()
+        episode = self.create(owner=owner)
         return episode, self.handles.mint(episode.id, owner=owner)
 
     def by_handle(self, handle: str, *, owner: str) -> Episode:
@@ -259,10 +260,10 @@ class EpisodeManager:
         return expired
 
     # -- listing and closing -------------------------------------------------------------
-    def list(self) -> list[Episode]:
-        """Every episode, oldest first."""
+    def list(self, *, owner: str | None = None) -> list[Episode]:
+        """Every episode (with `owner`, every one those credentials started), oldest first."""
         with self._lock:
-            return list(self._episodes.values())
+            return [e for e in self._episodes.values() if _visible(e, owner)]
 
     def close(self, episode_id: str) -> None:
         with self._lock:
@@ -308,6 +309,10 @@ class EpisodeManager:
             del self._episodes[idle.id]
             self._unbind(idle.id)
             self._closed([idle])
+
+
+def _visible(episode: Episode, owner: str | None) -> bool:
+    return owner is None or secrets.compare_digest(episode.owner, owner)
 
 
 def _close(episode: Episode) -> None:

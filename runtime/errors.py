@@ -1,4 +1,4 @@
-"""Runtime errors.
+"""Runtime errors: one tree, and the one table that maps it to HTTP statuses.
 
 RuntimeEngineError
 ├── UnknownAdapterError (KeyError)        load of a name the episode's library does not hold
@@ -10,7 +10,19 @@ RuntimeEngineError
 │   └── BackboneMismatchError             a node on another backbone than its channel
 ├── BackboneLoadError (ValueError)        a backbone directory or GGUF file that cannot be loaded
 ├── InvalidTokensError (ValueError)       token ids outside the vocabulary, nothing to decode from
-└── SessionClosedError (RuntimeError)     use of an engine session after close()
+├── SessionClosedError (RuntimeError)     use of an engine session after close()
+├── InvalidPolicyError (ValueError)       a policy that cannot be built (kind, order, guesses)
+├── EpisodeNotFoundError (KeyError)       an episode id the node does not know (or not yours)
+├── TooManyEpisodesError (RuntimeError)   every episode slot is taken by a running episode
+├── HandleError (PermissionError)         an MCP episode handle that opens nothing for the caller
+│   ├── UnknownHandleError                unknown or expired handle
+│   └── ForeignHandleError                a handle opened with other credentials
+├── ToolConflictError (ValueError)        two tool servers (or one and the runtime) share a name
+├── ToolArgumentError (ValueError)        tool-call arguments that do not fit the tool's schema
+└── VllmRequestError (RuntimeError)       vLLM refused or failed a request
+
+`HTTP_STATUS` is the node server's only mapping from these errors to `(status, code)`;
+`http_status(exc)` walks it most specific first and falls back to `(400, "bad_request")`.
 """
 
 from __future__ import annotations
@@ -88,3 +100,66 @@ class InvalidTokensError(RuntimeEngineError, ValueError):
 
 class SessionClosedError(RuntimeEngineError, RuntimeError):
     """An engine session used after `close()`."""
+
+
+class InvalidPolicyError(RuntimeEngineError, ValueError):
+    """A policy that cannot be built: unknown kind, empty order, unknown capabilities."""
+
+
+class EpisodeNotFoundError(RuntimeEngineError, KeyError):
+    def __init__(self, episode_id: str) -> None:
+        super().__init__(f"no episode {episode_id!r}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class TooManyEpisodesError(RuntimeEngineError, RuntimeError):
+    """Every episode slot is taken by a running episode."""
+
+
+class HandleError(RuntimeEngineError, PermissionError):
+    """An episode handle that does not open an episode for the caller."""
+
+
+class UnknownHandleError(HandleError):
+    def __init__(self) -> None:
+        super().__init__(
+            "unknown or expired episode handle: call open_episode for a new episode and pass "
+            "the handle it returns as the `episode` argument"
+        )
+
+
+class ForeignHandleError(HandleError):
+    def __init__(self) -> None:
+        super().__init__("this episode handle was opened with other credentials; refused")
+
+
+class ToolConflictError(RuntimeEngineError, ValueError):
+    """An external tool server offers a name that is already taken."""
+
+
+class ToolArgumentError(RuntimeEngineError, ValueError):
+    """Arguments of a tool call that do not fit its schema."""
+
+
+class VllmRequestError(RuntimeEngineError, RuntimeError):
+    """vLLM refused or failed a request (engine dead, bad request)."""
+
+
+# error -> (HTTP status, error code) on the node's API, most specific first; any other
+# runtime error is the client's mistake (DEFAULT_HTTP_STATUS)
+HTTP_STATUS: dict[type[RuntimeEngineError], tuple[int, str]] = {
+    EpisodeNotFoundError: (404, "not_found"),
+    InvalidPolicyError: (422, "invalid"),
+    TooManyEpisodesError: (503, "busy"),
+}
+DEFAULT_HTTP_STATUS = (400, "bad_request")
+
+
+def http_status(exc: BaseException) -> tuple[int, str]:
+    """The node API's `(status, code)` for a runtime error (400 "bad_request" otherwise)."""
+    for error_type, status in HTTP_STATUS.items():
+        if isinstance(exc, error_type):
+            return status
+    return DEFAULT_HTTP_STATUS

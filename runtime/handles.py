@@ -22,27 +22,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runtime.errors import RuntimeEngineError
+from runtime.errors import ForeignHandleError, UnknownHandleError
 
 HANDLE_BYTES = 32  # 256 bits of randomness per handle
 DEFAULT_IDLE_S = 900.0
-
-
-class HandleError(RuntimeEngineError, PermissionError):
-    """An episode handle that does not open an episode for the caller."""
-
-
-class UnknownHandleError(HandleError):
-    def __init__(self) -> None:
-        super().__init__(
-            "unknown or expired episode handle: call open_episode for a new episode and pass "
-            "the handle it returns as the `episode` argument"
-        )
-
-
-class ForeignHandleError(HandleError):
-    def __init__(self) -> None:
-        super().__init__("this episode handle was opened with other credentials; refused")
 
 
 def owner_of(credentials: str | None) -> str:

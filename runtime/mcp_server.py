@@ -10,7 +10,7 @@ bearer token that opened it and expires when idle (`runtime.handles`).
 Older clients may still omit the handle: a stateful session (`Mcp-Session-Id`, mode="legacy"),
 the single client of a stdio server, or a request naming its episode in
 `_meta["weact/episode"]` is bound to an episode of its own. The tool calls themselves run
-through the episode's `AdapterControl` (`runtime.tools`), as the agent loop's do.
+through the episode's `AdapterControl` (`runtime.lora_tools`), as the agent loop's do.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Annotated, Any
 
-from runtime.handles import HandleError, owner_of
-from runtime.tools import LOAD_LORA, OFFLOAD_LORA, load_description
+from runtime.errors import HandleError
+from runtime.handles import owner_of
+from runtime.lora_tools import LOAD_LORA, OFFLOAD_LORA, load_description
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -174,9 +175,10 @@ class _Tools:
         meta = ctx.request_context.meta or {}
         headers = ctx.headers or {}
         if isinstance(meta.get(EPISODE_META_KEY), str):
-            return self.episodes.bind(f"name:{_owner(ctx)}:{meta[EPISODE_META_KEY]}")
+            owner = _owner(ctx)
+            return self.episodes.bind(f"name:{owner}:{meta[EPISODE_META_KEY]}", owner=owner)
         if headers.get("mcp-session-id"):
-            return self.episodes.bind(f"mcp:{headers['mcp-session-id']}")
+            return self.episodes.bind(f"mcp:{headers['mcp-session-id']}", owner=_owner(ctx))
         if self.stdio or ctx.request_context.request is None:
             return self.episodes.bind("process")  # a stdio server has exactly one client
         raise ToolError(

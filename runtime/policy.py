@@ -18,14 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from runtime.engine import Config
-from runtime.errors import PolicyViolationError, RuntimeEngineError
+from runtime.errors import InvalidPolicyError, PolicyViolationError
 
 DEFAULT_ORDER = ("plan", "search", "write")
 BACKBONE = "backbone"  # how users write the bare-backbone configuration (None) in guesses
-
-
-class InvalidPolicyError(RuntimeEngineError, ValueError):
-    """A policy that cannot be built: unknown kind, empty order, unknown capabilities."""
 
 
 class Policy(ABC):

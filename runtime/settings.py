@@ -18,6 +18,8 @@ class RuntimeSettings(BaseSettings):
     port: int = Field(default=8100, ge=0, le=65535)
     # bearer tokens (separated by spaces), one required on every HTTP and MCP request
     token: SecretStr | None = None
+    # admin tokens (separated by spaces): accepted like client tokens, and see every episode
+    admin_token: SecretStr | None = None
     policy: str = "hard"
     order: str = "plan,search,write"
     max_steps: int = Field(default=16, gt=0)

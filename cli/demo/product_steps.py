@@ -158,8 +158,8 @@ def _episode(engine: Any) -> Any:
     from runtime.agent import Agent, AgentConfig
     from runtime.episode import EpisodeManager
     from runtime.kb import serve_search_tool
+    from runtime.mcp_client import McpToolbox
     from runtime.policy import make_policy
-    from runtime.tools import McpToolbox
 
     policy = make_policy("hard", ORDER, engine.adapters)
     episode = EpisodeManager(engine, policy=policy).create(task=TASK)

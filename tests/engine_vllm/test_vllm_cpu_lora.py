@@ -1,4 +1,4 @@
-"""runtime/engines/vllm_cpu_lora.py against vLLM's own CPU LoRA ops, on random shapes.
+"""runtime/engines/vllm/cpu_lora.py against vLLM's own CPU LoRA ops, on random shapes.
 
 The originals are loaded from vLLM's source file into a private module, so the comparison
 holds whether or not the plugin has already patched vLLM in this process. Tokens without a
@@ -16,7 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.engines import vllm_cpu_lora
+from runtime.engines.vllm import cpu_lora as vllm_cpu_lora
 
 pytestmark = pytest.mark.vllm
 
@@ -90,7 +90,7 @@ def test_the_plugin_is_registered_and_patches_vllms_cpu_ops() -> None:
     import vllm.lora.punica_wrapper.punica_cpu as punica_cpu
 
     names = {e.name: e.value for e in entry_points(group="vllm.general_plugins")}
-    assert names["weact_cpu_lora"] == "runtime.engines.vllm_cpu_lora:register"
+    assert names["weact_cpu_lora"] == "runtime.engines.vllm.cpu_lora:register"
     vllm_cpu_lora.register()
     vllm_cpu_lora.register()  # idempotent
     for op in vllm_cpu_lora.OPS:

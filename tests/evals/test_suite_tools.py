@@ -15,7 +15,7 @@ from evals.errors import ExpressionError, UnknownDocumentError
 from evals.search import MAX_K
 from evals.suite import Suite
 from evals.tools import TOOL_SCHEMAS, plain_schema, serve_suite_tools
-from runtime.tools import McpToolbox
+from runtime.mcp_client import McpToolbox
 
 
 def test_search_ranks_the_named_entity_first_and_is_deterministic(small_suite: Suite) -> None:

@@ -69,7 +69,7 @@ class Started(Exception):
 @pytest.fixture
 def until_vllm_starts(monkeypatch: pytest.MonkeyPatch) -> Any:
     """`VllmEngine` that stops with `Started(max_lora_rank)` where vLLM would start."""
-    from runtime.engines import vllm
+    from runtime.engines.vllm import engine as vllm
 
     def start(engine: Any, _extra: Any) -> None:
         raise Started(engine.max_lora_rank)

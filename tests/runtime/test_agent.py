@@ -14,8 +14,8 @@ from runtime import chat
 from runtime.agent import Agent, AgentConfig
 from runtime.episode import EpisodeManager
 from runtime.kb import serve_search_tool
+from runtime.mcp_client import McpToolbox
 from runtime.policy import HardPolicy, SoftPolicy
-from runtime.tools import McpToolbox
 
 TASK = "What is the capital of France?"
 FULL_RUN = {

@@ -7,7 +7,8 @@ import threading
 import pytest
 from support.engines import ScriptedEngine
 
-from runtime.episode import EpisodeManager, EpisodeNotFoundError, TooManyEpisodesError
+from runtime.episode import EpisodeManager
+from runtime.errors import EpisodeNotFoundError, TooManyEpisodesError
 from runtime.policy import HardPolicy, SoftPolicy
 
 
@@ -55,6 +56,17 @@ def test_close_releases_the_session_and_forgets_the_episode() -> None:
     with pytest.raises(EpisodeNotFoundError):
         manager.close(episode.id)
     assert manager.bind("mcp:1").id != episode.id  # a fresh one, not the closed one
+
+
+def test_an_episode_is_seen_only_by_its_owner_or_without_an_owner() -> None:
+    manager = EpisodeManager(ScriptedEngine())
+    mine, theirs = manager.create(owner="a"), manager.create(owner="b")
+    opened, _ = manager.open(owner="a")  # MCP episodes belong to their token too
+    assert manager.list(owner="a") == [mine, opened]
+    assert manager.list() == [mine, theirs, opened]  # no owner given: the admin's view
+    assert manager.get(theirs.id, owner="b") is theirs
+    with pytest.raises(EpisodeNotFoundError, match=f"no episode '{theirs.id}'"):
+        manager.get(theirs.id, owner="a")
 
 
 def test_full_manager_evicts_the_oldest_idle_episode() -> None:

@@ -19,8 +19,9 @@ from runtime.agent import Agent, AgentConfig
 from runtime.engine import AdapterSpec
 from runtime.episode import EpisodeManager
 from runtime.kb import serve_search_tool
+from runtime.lora_tools import DEFAULT_DESCRIPTIONS
+from runtime.mcp_client import McpToolbox
 from runtime.policy import HardPolicy
-from runtime.tools import DEFAULT_DESCRIPTIONS, McpToolbox
 
 SCRIPT = {
     None: [

@@ -6,12 +6,8 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from runtime.handles import (
-    ForeignHandleError,
-    HandleTable,
-    UnknownHandleError,
-    owner_of,
-)
+from runtime.errors import ForeignHandleError, UnknownHandleError
+from runtime.handles import HandleTable, owner_of
 
 
 class Clock:

@@ -204,7 +204,7 @@ def kb_url() -> Iterator[str]:
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_external_tools_over_each_transport(transport, request) -> None:
     """The agent's toolbox reaches an external MCP tool server over stdio and HTTP."""
-    from runtime.tools import McpToolbox
+    from runtime.mcp_client import McpToolbox
 
     if transport == "stdio":
         target = StdioServerParameters(command=sys.executable, args=["-m", "runtime.kb"])
@@ -231,9 +231,10 @@ def test_external_tools_over_each_transport(transport, request) -> None:
 @pytest.mark.parametrize("clash", ["load_lora", "search"])
 def test_toolbox_refuses_clashing_tool_names(clash) -> None:
     from runtime.episode import EpisodeManager
+    from runtime.errors import ToolConflictError
     from runtime.kb import serve_search_tool
+    from runtime.mcp_client import McpToolbox
     from runtime.mcp_server import build_mcp_server
-    from runtime.tools import McpToolbox, ToolConflictError
 
     if clash == "load_lora":
         servers = [build_mcp_server(EpisodeManager(ScriptedEngine()))]

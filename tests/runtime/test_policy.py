@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.errors import PolicyViolationError
-from runtime.policy import HardPolicy, InvalidPolicyError, SoftPolicy, make_policy, parse_guesses
+from runtime.errors import InvalidPolicyError, PolicyViolationError
+from runtime.policy import HardPolicy, SoftPolicy, make_policy, parse_guesses
 
 LIBRARY = ("plan", "search", "write", "code")
 

@@ -115,6 +115,7 @@ def test_serve_builds_a_guarded_app_on_localhost(tiny_backbone, tiny_adapters, m
     seen = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, host, port: seen.update(app=app, host=host))
     monkeypatch.setenv("WEACT_RUNTIME_TOKEN", "tok")
+    monkeypatch.setenv("WEACT_RUNTIME_ADMIN_TOKEN", "adm")
     result = invoke("serve", "--backbone", str(tiny_backbone), *adapter_args(tiny_adapters))
     assert result.exit_code == 0, result.output
     assert seen["host"] == "127.0.0.1"
@@ -122,6 +123,9 @@ def test_serve_builds_a_guarded_app_on_localhost(tiny_backbone, tiny_adapters, m
         assert httpx.get(f"{base}/healthz").status_code == 401
         ok = httpx.get(f"{base}/healthz", headers={"Authorization": "Bearer tok"})
         assert ok.json()["adapters"] == ["plan", "search", "write"]
+        admin = httpx.get(f"{base}/v1/episodes", headers={"Authorization": "Bearer adm"})
+        assert admin.status_code == 200
+        assert httpx.get(f"{base}/livez").json() == {"status": "alive"}  # no token needed
 
 
 @pytest.mark.slow

@@ -163,7 +163,14 @@ def guarded() -> Iterator[str]:
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("GET", "/healthz"), ("GET", "/metrics"), ("POST", "/v1/episodes"), ("POST", "/mcp")],
+    [
+        ("GET", "/healthz"),
+        ("GET", "/metrics"),
+        ("POST", "/v1/episodes"),
+        ("GET", "/v1/episodes"),
+        ("POST", "/v1/episodes/x/cancel"),
+        ("POST", "/mcp"),
+    ],
 )
 @pytest.mark.parametrize("header", [None, "Bearer wrong", f"Basic {TOKEN}"])
 def test_token_required_everywhere(guarded, method, path, header) -> None:
@@ -214,7 +221,8 @@ def test_mcp_with_token(guarded) -> None:
 )
 def test_episode_policy_keeps_the_node_order(body, policy) -> None:
     from runtime.policy import HardPolicy
-    from runtime.server import EpisodeCreate, episode_policy
+    from runtime.server.deps import episode_policy
+    from runtime.server.schemas import EpisodeCreate
 
     chosen = episode_policy(
         HardPolicy(("search", "write")),

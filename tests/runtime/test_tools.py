@@ -17,8 +17,8 @@ from runtime.errors import (
     PolicyViolationError,
     UnknownAdapterError,
 )
+from runtime.lora_tools import AdapterControl, lora_tool_schemas
 from runtime.policy import HardPolicy, SoftPolicy
-from runtime.tools import AdapterControl, lora_tool_schemas
 
 
 @pytest.fixture

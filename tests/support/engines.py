@@ -30,7 +30,7 @@ from runtime.engine import (
     GenerationResult,
     SwitchRecord,
 )
-from runtime.tools import DEFAULT_DESCRIPTIONS
+from runtime.lora_tools import DEFAULT_DESCRIPTIONS
 
 SPECIALS = ("<|endoftext|>", IM_START, IM_END)
 _SPECIAL_RE = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")

@@ -25,11 +25,11 @@ from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.engine import Config, EngineSession, GenerationResult
-from runtime.engines.vllm_names import Resident
+from runtime.engines.vllm.names import Resident
 from runtime.errors import InvalidTokensError, SessionClosedError, UnknownAdapterError
 
 if TYPE_CHECKING:
-    from runtime.engines.vllm_driver import VllmDriver
+    from runtime.engines.vllm.driver import VllmDriver
 
 logger = logging.getLogger(__name__)
 

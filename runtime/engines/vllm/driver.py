@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from runtime.errors import InvalidTokensError, RuntimeEngineError
+from runtime.errors import InvalidTokensError, VllmRequestError
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +45,6 @@ def import_vllm() -> Any:
     except ImportError as exc:
         raise ImportError(INSTALL_HINT) from exc
     return vllm
-
-
-class VllmRequestError(RuntimeEngineError, RuntimeError):
-    """vLLM refused or failed a request (engine dead, bad request)."""
 
 
 @dataclass(frozen=True)

@@ -42,12 +42,12 @@ from runtime.engines.lora_fit import (
     adapter_rank,
     backbone_shapes,
 )
-from runtime.engines.vllm_driver import INSTALL_HINT, VllmDriver, import_vllm
-from runtime.engines.vllm_names import LoraName, LoraNames, Resident
-from runtime.engines.vllm_session import VllmSession
+from runtime.engines.vllm.driver import VllmDriver, import_vllm
+from runtime.engines.vllm.names import LoraNames, Resident
+from runtime.engines.vllm.session import VllmSession
 from runtime.errors import AdapterLoadError, BackboneLoadError
 
-__all__ = ["INSTALL_HINT", "LoraName", "LoraNames", "Resident", "VllmEngine"]
+__all__ = ["VllmEngine", "fitting_rank", "kv_cache_bytes", "use_every_core"]
 
 logger = logging.getLogger(__name__)
 

@@ -1,27 +1,27 @@
-"""The tools of a WeAct episode: `load_lora` / `offload_lora` and external MCP tools.
+"""The adapter-control tools of a WeAct episode: `load_lora` / `offload_lora`.
 
 - `AdapterControl` is the paper's internal action pair for one episode: loading while another
   adapter is active, loading an unknown capability, loading out of the policy's order and
   offloading with none active are tool errors (typed errors turned into a message the model
   reads), never crashes.
 - `lora_tool_schemas` describes them to the model from the capability descriptions.
-- `McpToolbox` connects to external MCP tool servers (`mcp.Client`) and calls their tools.
+- `ToolOutcome` is what any tool call returns to the model (these and external ones).
 
-`runtime.mcp_server` serves `load_lora` / `offload_lora` to MCP clients.
+`runtime.mcp_server` serves `load_lora` / `offload_lora` to MCP clients; external tools come
+from `runtime.mcp_client`.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from runtime.chat import tool_schema
 from runtime.engine import AdapterSpec, EngineSession, SwitchRecord
-from runtime.errors import RuntimeEngineError
+from runtime.errors import RuntimeEngineError, ToolArgumentError
 from runtime.policy import Policy
 
 LOAD_LORA = "load_lora"
@@ -34,10 +34,6 @@ DEFAULT_DESCRIPTIONS = {
     "write": "Write the final answer from the collected evidence.",
     "code": "Write and explain code.",
 }
-
-
-class ToolConflictError(RuntimeEngineError, ValueError):
-    """An external tool server offers a name that is already taken."""
 
 
 @dataclass(frozen=True)
@@ -144,10 +140,6 @@ class AdapterControl:
         return ToolOutcome(json.dumps(result), switch=record)
 
 
-class ToolArgumentError(RuntimeEngineError, ValueError):
-    """Arguments of a tool call that do not fit its schema."""
-
-
 def _capability_arg(arguments: Mapping[str, Any]) -> str:
     extra = set(arguments) - {"capability"}
     capability = arguments.get("capability")
@@ -164,87 +156,3 @@ def _no_args(arguments: Mapping[str, Any]) -> None:
         raise ToolArgumentError(
             f"offload_lora takes no arguments; got {json.dumps(dict(arguments))}"
         )
-
-
-def mcp_tool_schema(tool: Any) -> dict[str, Any]:
-    """An `mcp` Tool in the OpenAI `tools` shape of the chat template."""
-    schema = dict(tool.input_schema or {"type": "object", "properties": {}})
-    return {
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description or "",
-            "parameters": schema,
-        },
-    }
-
-
-class McpToolbox:
-    """External tools served by MCP servers; use as `async with McpToolbox([...]) as box`.
-
-    A target is anything `mcp.Client` connects to: a streamable-HTTP URL, a
-    `StdioServerParameters`, or an in-process `MCPServer`.
-    """
-
-    def __init__(self, targets: Sequence[Any] = ()) -> None:
-        self.targets = list(targets)
-        self._routes: dict[str, Any] = {}
-        self._schemas: list[dict[str, Any]] = []
-        self._stack: AsyncExitStack | None = None
-
-    async def __aenter__(self) -> McpToolbox:
-        from mcp import Client
-
-        stack = AsyncExitStack()
-        try:
-            for target in self.targets:
-                client = await stack.enter_async_context(Client(target))
-                problem = self._add(client, (await client.list_tools()).tools)
-                if problem:
-                    raise ToolConflictError(problem)
-        except BaseException:
-            await stack.aclose()  # outside the clients' task groups: the error stays unwrapped
-            raise
-        self._stack = stack
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._stack is not None:
-            await self._stack.aclose()
-        self._stack = None
-
-    def _add(self, client: Any, tools: Sequence[Any]) -> str | None:
-        for tool in tools:
-            if tool.name in INTERNAL_TOOLS:
-                return f"tool name {tool.name!r} is reserved for the runtime's internal actions"
-            if tool.name in self._routes:
-                return f"tool name {tool.name!r} is offered by two servers"
-            self._routes[tool.name] = client
-            self._schemas.append(mcp_tool_schema(tool))
-        return None
-
-    def schemas(self) -> list[dict[str, Any]]:
-        return list(self._schemas)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._routes
-
-    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolOutcome:
-        from mcp import MCPError
-
-        try:
-            result = await self._routes[name].call_tool(name, dict(arguments))
-        except MCPError as exc:
-            return ToolOutcome.error(f"{name}: {exc}")
-        text = _result_text(result)
-        return ToolOutcome.error(text) if result.is_error else ToolOutcome(text)
-
-
-def _result_text(result: Any) -> str:
-    """Compact JSON for structured results (unwrapping the SDK's {"result": ...}), else text."""
-    data = result.structured_content
-    if data is not None and not result.is_error:
-        if set(data) == {"result"}:
-            data = data["result"]
-        return json.dumps(data, ensure_ascii=False)
-    return "\n".join(getattr(c, "text", "") for c in result.content)
