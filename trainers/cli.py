@@ -322,7 +322,7 @@ def generate(
     out: Path, count: int, seed: int, phases: str, write_style: str, as_json: bool
 ) -> None:
     """Write deterministic research trajectories (JSONL) over the offline knowledge base."""
-    from trainers.data import generate as make
+    from trainers.tasks import generate as make
     from trainers.trajectory import write_trajectories
 
     try:
