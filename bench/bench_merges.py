@@ -65,11 +65,11 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from runtime.models import smollm2_dir
-    from trainers.data import generate
     from trainers.evaluate import evaluate_nll
     from trainers.lora import LoraSettings, train_lora
     from trainers.merge import MergeSpec, merge_adapters
     from trainers.phases import build_samples
+    from trainers.tasks import generate
 
     started = time.perf_counter()
     backbone = args.backbone or smollm2_dir()

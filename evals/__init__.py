@@ -1,4 +1,4 @@
-"""Evaluation: a deterministic offline research benchmark, its search tools and its scoring.
+"""Evaluation: the research suite as files (over the task world of `tasks`), runs and scoring.
 
 Beside `trainers/` in the layering: may import `runtime`, `trainers` and `registry.client`,
 never the registry's database, services or API.

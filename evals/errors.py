@@ -1,10 +1,8 @@
-"""Typed errors of the evals package.
+"""Typed errors of the evals package (the task world's own errors are in `tasks.errors`).
 
 EvalError
-├── SuiteError (+ ValueError)          a suite directory that is missing, malformed or tampered
-├── SuiteSpecError (+ ValueError)      generation settings that cannot make a suite
-├── ExpressionError (+ ValueError)     a `calculate` expression outside safe arithmetic
-└── UnknownDocumentError (+ KeyError)  `fetch_document` of an id the knowledge base lacks
+├── SuiteError (+ ValueError)      a suite directory that is missing, malformed or tampered
+└── SuiteSpecError (+ ValueError)  generation settings that cannot make a suite
 """
 
 from __future__ import annotations
@@ -20,16 +18,3 @@ class SuiteError(EvalError, ValueError):
 
 class SuiteSpecError(EvalError, ValueError):
     """Generation settings that cannot produce a suite (too few questions, unknown suite)."""
-
-
-class ExpressionError(EvalError, ValueError):
-    """An expression `calculate` refuses: not arithmetic, too large, or dividing by zero."""
-
-
-class UnknownDocumentError(EvalError, KeyError):
-    def __init__(self, doc_id: str) -> None:
-        self.doc_id = doc_id
-        super().__init__(f"no document {doc_id!r} in the knowledge base")
-
-    def __str__(self) -> str:
-        return str(self.args[0])

@@ -81,8 +81,8 @@ def make_engine(
     backbone: str, adapters: Mapping[str, str], kind: str = "peft", sequences: int = 4
 ) -> Any:
     """A `PeftEngine` (reference) or `VllmEngine` (batched; vLLM installed) for a library."""
-    from evals.trajectories import DESCRIPTIONS
     from runtime.engine import AdapterSpec
+    from tasks.trajectories import DESCRIPTIONS
 
     if backbone == SMOLLM2:
         from runtime.models import smollm2_dir

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from evals.errors import EvalError
-from evals.questions import Question
 from evals.scoring import ItemScore, score_episode
 from evals.suite import Suite
-from evals.tools import TOOL_SCHEMAS, serve_suite_tools
-from evals.trajectories import SYSTEM
 from runtime.engine import Engine
 from runtime.mcp_client import McpToolbox
+from tasks.questions import Question
+from tasks.tools import TOOL_SCHEMAS, serve_tools
+from tasks.trajectories import SYSTEM
 
 
 class ResultsMismatchError(EvalError, ValueError):
@@ -188,7 +188,7 @@ async def run_questions(
     todo = [q for q in questions if q.id not in log.done]
     limiter = anyio.CapacityLimiter(max(1, settings.concurrency))
 
-    async with SuiteToolbox([serve_suite_tools(suite.index())]) as toolbox:
+    async with SuiteToolbox([serve_tools(suite.index())]) as toolbox:
 
         async def one(question: Question) -> None:
             async with limiter:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from evals.questions import Question
+from tasks.questions import Question
 
 ANSWER_RE = re.compile(r"answer\s*:\s*(.+)", re.IGNORECASE)
 METRICS = {"em": "higher", "f1": "higher", "doc_recall": "higher", "plan_coverage": "higher"}

@@ -18,24 +18,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evals.documents import Document, build_documents
 from evals.errors import SuiteError, SuiteSpecError
 from evals.manifest import MANIFEST, suite_digest, verified_manifest
-from evals.questions import Question, make_questions
-from evals.search import SearchIndex
-from evals.trajectories import gold_trajectory
-from evals.world import NamePool, WorldSize, build_world
+from tasks.documents import Document
+from tasks.questions import Question
+from tasks.research import DEFAULT_SIZES, SPLITS, build_research
+from tasks.search import SearchIndex
+from trainers.tasks import gold_trajectory
 from trainers.trajectory import Trajectory
 
 SUITES = ("research",)
-SPLITS = ("train", "dev", "test")
-DEFAULT_SIZES = {"train": 25, "dev": 10, "test": 40}
 KB_FILE = "kb.jsonl"
 MAX_PER_KIND = 1000
 
@@ -107,31 +104,13 @@ def generate_suite(
     if name not in SUITES:
         raise SuiteSpecError(f"unknown suite {name!r}; known: {', '.join(SUITES)}")
     per_kind = _check_sizes(sizes if sizes is not None else DEFAULT_SIZES)
-    pool = NamePool(random.Random(f"{name}:{seed}:names"))
-    worlds = [
-        build_world(
-            split,
-            random.Random(f"{name}:{seed}:world:{split}"),
-            pool,
-            WorldSize.for_questions(per_kind[split]),
-        )
-        for split in SPLITS
-    ]
-    documents = build_documents(worlds)
-    doc_of = {d.entity: d.id for d in documents}
-    questions = {
-        w.split: tuple(
-            q.with_documents(doc_of)
-            for q in make_questions(
-                w, per_kind[w.split], random.Random(f"{name}:{seed}:questions:{w.split}")
-            )
-        )
-        for w in worlds
-    }
-    suite = Suite(name, seed, per_kind, tuple(documents), questions, {})
-    index = suite.index()
+    research = build_research(name, seed, per_kind)
+    suite = Suite(name, seed, per_kind, research.documents, research.questions, {})
+    suite._index.append(research.index)
     for split in SPLITS:
-        suite.trajectories[split] = tuple(gold_trajectory(q, index) for q in questions[split])
+        suite.trajectories[split] = tuple(
+            gold_trajectory(q, research.index) for q in research.questions[split]
+        )
     return suite
 
 

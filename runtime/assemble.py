@@ -89,9 +89,9 @@ def episode_setup(engine: Engine, options: dict[str, Any]) -> tuple[Any, Any, li
     )
     targets: list[Any] = list(options["tool_servers"])
     if options["kb"]:
-        from runtime.kb import serve_search_tool
+        from tasks.tools import serve_default_tools
 
-        targets.insert(0, serve_search_tool())
+        targets.insert(0, serve_default_tools())
     return policy, config, targets
 
 

@@ -18,8 +18,9 @@ is the channel's current revision, kept current by `runtime.follow.ChannelFollow
 (exclusive with `--adapter`); the registry is `--registry`, else `$WEACT_URL`, as for every
 `weact` command (`registry.cli.options`). The registry is asked for the channel before the
 backbone loads, so a registry that does not answer costs no model load. Failures are one line
-on stderr (`registry.cli.errors`): exit 1, or 2 for a usage error. The built-in
-knowledge-base `search` tool is offered unless `--no-kb`; `--tool-server URL` adds external
+on stderr (`registry.cli.errors`): exit 1, or 2 for a usage error. The task world's
+tools (`search`, `fetch_document`, `calculate` over `tasks`' default world) are offered
+unless `--no-kb`; `--tool-server URL` adds external
 MCP tool servers (streamable HTTP).
 """
 
@@ -107,7 +108,7 @@ def engine_options(fn: F) -> F:
         ),
         click.option("--max-steps", type=click.IntRange(min=1), default=None),
         click.option("--max-new-tokens", type=click.IntRange(min=1), default=None),
-        click.option("--kb/--no-kb", default=True, help="Offer the built-in search tool."),
+        click.option("--kb/--no-kb", default=True, help="Offer the task world's search tools."),
         click.option("--tool-server", "tool_servers", multiple=True, metavar="URL"),
     ]
     for option in reversed(options):

@@ -321,8 +321,8 @@ def _show(samples: Sequence[Any], tokenizer: Any) -> None:
 def generate(
     out: Path, count: int, seed: int, phases: str, write_style: str, as_json: bool
 ) -> None:
-    """Write deterministic research trajectories (JSONL) over the offline knowledge base."""
-    from trainers.data import generate as make
+    """Write deterministic research trajectories (JSONL): the task world's questions solved."""
+    from trainers.tasks import generate as make
     from trainers.trajectory import write_trajectories
 
     try:

@@ -12,21 +12,21 @@ from typing import Any
 from cli.demo.harness import Demo, Node, Step, Training, record, say
 
 CODE = ("code", "Write a small program over the collected evidence.")
-PHASES = ("plan", "search", "write", "code")
+PHASES = ("plan", "search", "code", "write")
 TRAIN_TRAJECTORIES, HELD_OUT_TRAJECTORIES = 8, 4
 ORDER = ["plan", "search", "write"]
 NODE_ID = "node-1"
-TASK = "What is the capital of France?"
+TASK_SPLIT = "test"  # the episode answers the default world's first test question
 
 
 def train_code(demo: Demo) -> None:
     from transformers import AutoTokenizer
 
-    from trainers.data import generate
     from trainers.evaluate import evaluate_nll
     from trainers.lora import LoraSettings, train_lora
     from trainers.phases import build_samples
     from trainers.publish import data_record
+    from trainers.tasks import generate
     from trainers.trajectory import write_trajectories
 
     assert demo.weights is not None
@@ -133,9 +133,10 @@ def audit_node(demo: Demo) -> None:
 
 def run_episode(demo: Demo) -> None:
     assert demo.node is not None
-    episode = _episode(demo.node.engine)
+    task = _task()
+    episode = _episode(demo.node.engine, task)
     demo.node.episode = episode
-    say(f"task {TASK!r}; hard order {' -> '.join(ORDER)} (tiny random model: its text is noise)")
+    say(f"task {task!r}; hard order {' -> '.join(ORDER)} (tiny random model: its text is noise)")
     say("step  active   prefilled  hit  decoded  switch ms  rebuild ms  tool calls")
     for s in episode.steps:
         calls = ", ".join(s.tool_calls) + (" (runtime)" if s.forced else "")
@@ -152,22 +153,28 @@ def run_episode(demo: Demo) -> None:
     )
 
 
-def _episode(engine: Any) -> Any:
+def _task() -> str:
+    from tasks.research import default_world
+
+    return default_world().questions[TASK_SPLIT][0].question
+
+
+def _episode(engine: Any, task: str) -> Any:
     import anyio
 
     from runtime.agent import Agent, AgentConfig
     from runtime.episode import EpisodeManager
-    from runtime.kb import serve_search_tool
     from runtime.mcp_client import McpToolbox
     from runtime.policy import make_policy
+    from tasks.tools import serve_default_tools
 
     policy = make_policy("hard", ORDER, engine.adapters)
-    episode = EpisodeManager(engine, policy=policy).create(task=TASK)
+    episode = EpisodeManager(engine, policy=policy).create(task=task)
     config = AgentConfig(max_steps=10, max_new_tokens=24)
 
     async def main() -> None:
-        async with McpToolbox([serve_search_tool()]) as toolbox:
-            await Agent(engine.tokenizer, toolbox, config).run(episode, TASK)
+        async with McpToolbox([serve_default_tools()]) as toolbox:
+            await Agent(engine.tokenizer, toolbox, config).run(episode, task)
 
     anyio.run(main)
     return episode

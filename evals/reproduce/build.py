@@ -23,7 +23,7 @@ from typing import Any
 from evals.reproduce.cache import AdapterCache, adapter_root, file_digest, source_digest
 from evals.reproduce.config import Sizes
 from evals.suite import trajectories_file
-from evals.trajectories import ANSWER_PREFIX
+from tasks.trajectories import ANSWER_PREFIX
 
 CAPABILITIES = ("plan", "search", "code", "write")
 MERGES = ("additive", "ties", "dare_ties")

@@ -62,8 +62,8 @@ def library_key_of(library: Mapping[str, str]) -> str:
 
 
 def _specs(method: str, library: Mapping[str, str]) -> list[Any]:
-    from evals.trajectories import DESCRIPTIONS
     from runtime.engine import AdapterSpec
+    from tasks.trajectories import DESCRIPTIONS
 
     return [
         AdapterSpec(cap, path, version=f"{cap}@{method}", description=DESCRIPTIONS.get(cap, ""))

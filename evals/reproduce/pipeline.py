@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evals.questions import KINDS
 from evals.reproduce.build import (
     CAPABILITIES,
     MERGES,
@@ -25,6 +24,7 @@ from evals.reproduce.config import Sizes
 from evals.reproduce.episodes import MethodRun, Plan, read_results, run_in_subprocess, run_plan
 from evals.reproduce.report import chart, common_answers, degenerate, table, write_report
 from evals.suite import Suite, generate_suite, load_suite, write_suite
+from tasks.questions import KINDS
 
 # The rows that matter most first, so a run cut short still compares WeAct with baselines.
 EVAL_ORDER = (

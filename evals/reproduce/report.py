@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.questions import KINDS
+from tasks.questions import KINDS
 
 METHODS = ("backbone", "single_lora", "additive", "ties", "dare_ties", "weact_hard", "weact_soft")
 LABELS = {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cli.launcher import embedded_registry, weact_command
 from evals.manifest import verified_manifest
-from evals.questions import KINDS
+from tasks.questions import KINDS
 
 SIZES = ("--train", "2", "--dev", "1", "--test", "3")
 

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from cli.launcher import embedded_registry
 from cli.main import app
 from evals.suite import Suite
-from evals.trajectories import CAPABILITIES
 from registry.client import RegistryClient
+from tasks.trajectories import CAPABILITIES
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from evals.questions import KINDS
 from evals.reproduce.build import shuffled_answers
 from evals.reproduce.config import QUICK, sizes_from
 from evals.reproduce.pipeline import Options, reproduce
 from evals.reproduce.report import METHODS
+from tasks.questions import KINDS
 
 
 @pytest.fixture(scope="module")

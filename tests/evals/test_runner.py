@@ -15,7 +15,7 @@ from evals.runner import (
 )
 from evals.scoring import ItemScore
 from evals.suite import Suite
-from evals.trajectories import CAPABILITIES, DESCRIPTIONS
+from tasks.trajectories import CAPABILITIES, DESCRIPTIONS
 
 FAST = {"max_steps": 6, "max_new_tokens": 6, "concurrency": 3}
 
@@ -126,11 +126,11 @@ def test_runtime_switches_leave_no_bare_backbone_turn(engine, small_suite: Suite
     import anyio
 
     from evals.runner import SuiteToolbox
-    from evals.tools import serve_suite_tools
-    from evals.trajectories import SYSTEM
     from runtime.agent import Agent, AgentConfig
     from runtime.episode import EpisodeManager
     from runtime.policy import make_policy
+    from tasks.tools import serve_tools
+    from tasks.trajectories import SYSTEM
 
     question = small_suite.questions["test"][0]
     order = list(question.phases)
@@ -139,7 +139,7 @@ def test_runtime_switches_leave_no_bare_backbone_turn(engine, small_suite: Suite
     episode = manager.create(task=question.question)
 
     async def main() -> None:
-        async with SuiteToolbox([serve_suite_tools(small_suite.index())]) as toolbox:
+        async with SuiteToolbox([serve_tools(small_suite.index())]) as toolbox:
             await Agent(engine.tokenizer, toolbox, config).run(episode, question.question)
 
     anyio.run(main)

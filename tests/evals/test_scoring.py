@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evals.questions import Question
 from evals.scoring import (
     chosen_option,
     doc_recall,
@@ -19,6 +18,7 @@ from evals.scoring import (
     score_episode,
     token_f1,
 )
+from tasks.questions import Question
 
 words = st.text(alphabet="abcdefgh XYZ,.'-0123456789", max_size=40)
 

@@ -13,9 +13,9 @@ from suite_helpers import SMALL
 
 from evals.errors import SuiteError, SuiteSpecError
 from evals.manifest import MANIFEST, verified_manifest
-from evals.questions import KINDS
 from evals.scoring import score_episode
 from evals.suite import DEFAULT_SIZES, SPLITS, Suite, generate_suite, load_suite, write_suite
+from tasks.questions import KINDS
 from trainers.trajectory import read_trajectories
 
 

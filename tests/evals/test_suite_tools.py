@@ -10,12 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mcp import Client
 
-from evals.calc import calculate
-from evals.errors import ExpressionError, UnknownDocumentError
-from evals.search import MAX_K
 from evals.suite import Suite
-from evals.tools import TOOL_SCHEMAS, plain_schema, serve_suite_tools
 from runtime.mcp_client import McpToolbox
+from tasks.calc import calculate
+from tasks.errors import ExpressionError, UnknownDocumentError
+from tasks.search import MAX_K
+from tasks.tools import TOOL_SCHEMAS, plain_schema, serve_tools
 
 
 def test_search_ranks_the_named_entity_first_and_is_deterministic(small_suite: Suite) -> None:
@@ -82,10 +82,10 @@ def test_tools_over_mcp_match_the_schemas_the_trajectories_show(small_suite: Sui
     q = small_suite.questions["test"][0]
 
     async def main():  # type: ignore[no-untyped-def]
-        server = serve_suite_tools(small_suite.index())
+        server = serve_tools(small_suite.index())
         async with Client(server) as client:
             listed = (await client.list_tools()).tools
-        async with McpToolbox([serve_suite_tools(small_suite.index())]) as box:
+        async with McpToolbox([serve_tools(small_suite.index())]) as box:
             hit = await box.call("search", {"query": q.searches[0]})
             fetched = await box.call("fetch_document", {"id": q.supporting[0]})
             calc = await box.call("calculate", {"expression": "1987 - 1942"})

@@ -13,11 +13,14 @@ from support.engines import ScriptedEngine, by_adapter, call
 from runtime import chat
 from runtime.agent import Agent, AgentConfig
 from runtime.episode import EpisodeManager
-from runtime.kb import serve_search_tool
 from runtime.mcp_client import McpToolbox
 from runtime.policy import HardPolicy, SoftPolicy
+from tasks.research import default_world
+from tasks.tools import serve_default_tools
 
-TASK = "What is the capital of France?"
+# a city of the task world: a search for its name finds its own document first
+CITY = next(d for d in default_world().documents if "-city-" in d.entity)
+TASK = f"When was {CITY.title} founded?"
 FULL_RUN = {
     None: [
         call("load_lora", capability="plan"),
@@ -25,7 +28,7 @@ FULL_RUN = {
         call("load_lora", capability="write"),
     ],
     "plan": ["Plan: look up the capital.\n" + call("offload_lora")],
-    "search": [call("search", query="capital of France", k=1), call("offload_lora")],
+    "search": [call("search", query=CITY.title, k=1), call("offload_lora")],
     "write": ["Paris is the capital of France."],
 }
 
@@ -46,7 +49,7 @@ def run_episode(engine, policy, *, toolbox_targets=(), config=None):
 
 def test_hard_episode_with_external_search() -> None:
     engine = ScriptedEngine(script=by_adapter(FULL_RUN))
-    episode, tools = run_episode(engine, HardPolicy(), toolbox_targets=[serve_search_tool()])
+    episode, tools = run_episode(engine, HardPolicy(), toolbox_targets=[serve_default_tools()])
     assert episode.status == "done", episode.error
     assert episode.answer == "Paris is the capital of France."
     assert episode.finish_reason == "answer"
@@ -56,16 +59,22 @@ def test_hard_episode_with_external_search() -> None:
     assert not any(s.forced for s in episode.steps)
     # The search phase's tool call ran over MCP and its result is in the conversation.
     results = [m for m in episode.messages if m["role"] == "tool" and m["name"] == "search"]
-    assert json.loads(results[0]["content"])[0]["id"] == "paris"
+    assert json.loads(results[0]["content"])[0]["id"] == CITY.id
     # While it ran, the session prefetched the next adapter of the order.
     session = engine.sessions[0]
     assert [p.config for p in session.prefetches] == ["write"]
-    assert [t["function"]["name"] for t in tools] == ["load_lora", "offload_lora", "search"]
+    assert [t["function"]["name"] for t in tools] == [
+        "load_lora",
+        "offload_lora",
+        "search",
+        "fetch_document",
+        "calculate",
+    ]
 
 
 def test_history_is_the_rendered_conversation() -> None:
     engine = ScriptedEngine(script=by_adapter(FULL_RUN))
-    episode, tools = run_episode(engine, HardPolicy(), toolbox_targets=[serve_search_tool()])
+    episode, tools = run_episode(engine, HardPolicy(), toolbox_targets=[serve_default_tools()])
     history = engine.tokenizer.decode(list(engine.sessions[0].history))
     assert history == chat.render(episode.messages, tools)
 
@@ -115,11 +124,11 @@ def test_soft_policy_lets_the_backbone_choose() -> None:
 def test_soft_policy_prefetches_its_guess_during_external_calls() -> None:
     script = {
         None: [call("load_lora", capability="search")],
-        "search": [call("search", query="Everest"), "Everest is 8,849 metres."],
+        "search": [call("search", query=CITY.title), "Everest is 8,849 metres."],
     }
     engine = ScriptedEngine(script=by_adapter(script))
     episode, _ = run_episode(
-        engine, SoftPolicy({"search": "write"}), toolbox_targets=[serve_search_tool()]
+        engine, SoftPolicy({"search": "write"}), toolbox_targets=[serve_default_tools()]
     )
     assert episode.answer == "Everest is 8,849 metres."
     assert [p.config for p in engine.sessions[0].prefetches] == ["write"]
@@ -163,13 +172,13 @@ def test_a_phase_that_never_offloads_is_cut_after_max_phase_steps() -> None:
     then the runtime offloads it and loads write; without the cap it spends the episode."""
     script = {
         "plan": ["1. Find the capital.\n" + call("offload_lora")],
-        "search": [call("search", query="capital of France", k=1)] * 20,
+        "search": [call("search", query=CITY.title, k=1)] * 20,
         "write": ["Paris is the capital of France.\n" + call("offload_lora")],
     }
     capped = AgentConfig(max_steps=12, runtime_switches=True, max_phase_steps=3)
     engine = ScriptedEngine(script=by_adapter(script))
     episode, _ = run_episode(
-        engine, HardPolicy(), toolbox_targets=[serve_search_tool()], config=capped
+        engine, HardPolicy(), toolbox_targets=[serve_default_tools()], config=capped
     )
     assert episode.finish_reason == "answer"
     assert episode.answer == "Paris is the capital of France."
@@ -181,7 +190,7 @@ def test_a_phase_that_never_offloads_is_cut_after_max_phase_steps() -> None:
     uncapped = AgentConfig(max_steps=12, runtime_switches=True)
     engine = ScriptedEngine(script=by_adapter(script))
     episode, _ = run_episode(
-        engine, HardPolicy(), toolbox_targets=[serve_search_tool()], config=uncapped
+        engine, HardPolicy(), toolbox_targets=[serve_default_tools()], config=uncapped
     )
     assert episode.finish_reason == "max_steps"
     assert episode.control.loaded == ["plan", "search"]
@@ -199,7 +208,7 @@ def test_a_reply_cut_by_the_token_budget_still_closes_its_turn() -> None:
 
 def test_step_records_and_events() -> None:
     engine = ScriptedEngine(script=by_adapter(FULL_RUN))
-    episode, _ = run_episode(engine, HardPolicy(), toolbox_targets=[serve_search_tool()])
+    episode, _ = run_episode(engine, HardPolicy(), toolbox_targets=[serve_default_tools()])
     first, second = episode.steps[:2]
     assert first.prefilled > 0
     assert first.cache_hit == 0
@@ -294,7 +303,7 @@ def test_the_episode_token_budget_cuts_a_rambling_model() -> None:
         config = AgentConfig(max_steps=8, max_new_tokens=n, max_episode_tokens=budget)
         engine = ScriptedEngine(script=[reply] * 10)
         episode, _ = run_episode(
-            engine, SoftPolicy(), toolbox_targets=[serve_search_tool()], config=config
+            engine, SoftPolicy(), toolbox_targets=[serve_default_tools()], config=config
         )
         return episode.finish_reason, [s.decoded for s in episode.steps]
 

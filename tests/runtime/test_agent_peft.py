@@ -18,10 +18,10 @@ from runtime import chat
 from runtime.agent import Agent, AgentConfig
 from runtime.engine import AdapterSpec
 from runtime.episode import EpisodeManager
-from runtime.kb import serve_search_tool
 from runtime.lora_tools import DEFAULT_DESCRIPTIONS
 from runtime.mcp_client import McpToolbox
 from runtime.policy import HardPolicy
+from tasks.tools import serve_default_tools
 
 SCRIPT = {
     None: [
@@ -50,7 +50,7 @@ def run(engine, task: str):
     episode = EpisodeManager(engine, policy=HardPolicy()).create()
 
     async def main():
-        async with McpToolbox([serve_search_tool()]) as toolbox:
+        async with McpToolbox([serve_default_tools()]) as toolbox:
             agent = Agent(engine.tokenizer, toolbox, AgentConfig(max_steps=10))
             await agent.run(episode, task)
             return agent.tools(episode)

@@ -195,9 +195,9 @@ def test_concurrent_named_episodes(url) -> None:
 
 @pytest.fixture(scope="module")
 def kb_url() -> Iterator[str]:
-    from runtime.kb import serve_search_tool
+    from tasks.tools import serve_default_tools
 
-    with serve(serve_search_tool().streamable_http_app()) as base:
+    with serve(serve_default_tools().streamable_http_app()) as base:
         yield f"{base}/mcp"
 
 
@@ -205,24 +205,27 @@ def kb_url() -> Iterator[str]:
 def test_external_tools_over_each_transport(transport, request) -> None:
     """The agent's toolbox reaches an external MCP tool server over stdio and HTTP."""
     from runtime.mcp_client import McpToolbox
+    from tasks.research import default_world
+
+    city = next(d for d in default_world().documents if "-city-" in d.entity)
 
     if transport == "stdio":
-        target = StdioServerParameters(command=sys.executable, args=["-m", "runtime.kb"])
+        target = StdioServerParameters(command=sys.executable, args=["-m", "tasks.tools"])
     else:
         target = request.getfixturevalue("kb_url")
 
     async def main():
         async with McpToolbox([target]) as box:
-            found = await box.call("search", {"query": "capital of Egypt", "k": 1})
+            found = await box.call("search", {"query": city.title, "k": 1})
             refused = await box.call("search", {"query": "x", "k": 0})
             missing = await box.call("search", {"k": 1})
             return box.schemas(), found, refused, missing
 
     schemas, found, refused, missing = anyio.run(main)
-    assert [s["function"]["name"] for s in schemas] == ["search"]
+    assert [s["function"]["name"] for s in schemas] == ["search", "fetch_document", "calculate"]
     assert schemas[0]["function"]["parameters"]["required"] == ["query"]
     assert not found.is_error
-    assert json.loads(found.content)[0]["id"] == "cairo"
+    assert json.loads(found.content)[0]["id"] == city.id
     assert refused.is_error
     assert "k must be" in refused.message
     assert missing.is_error
@@ -232,14 +235,14 @@ def test_external_tools_over_each_transport(transport, request) -> None:
 def test_toolbox_refuses_clashing_tool_names(clash) -> None:
     from runtime.episode import EpisodeManager
     from runtime.errors import ToolConflictError
-    from runtime.kb import serve_search_tool
     from runtime.mcp_client import McpToolbox
     from runtime.mcp_server import build_mcp_server
+    from tasks.tools import serve_default_tools
 
     if clash == "load_lora":
         servers = [build_mcp_server(EpisodeManager(ScriptedEngine()))]
     else:
-        servers = [serve_search_tool(), serve_search_tool()]
+        servers = [serve_default_tools(), serve_default_tools()]
 
     async def main():
         async with McpToolbox(servers):

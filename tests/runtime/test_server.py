@@ -11,8 +11,8 @@ import pytest
 from support.engines import ScriptedEngine, call
 from support.serving import serve
 
-from runtime.kb import serve_search_tool
 from runtime.server import create_app
+from tasks.tools import serve_default_tools
 
 SCRIPT = [
     call("load_lora", capability="plan"),
@@ -28,7 +28,7 @@ TOKEN = "s3cret-token"
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
-    app = create_app(ScriptedEngine(script=SCRIPT), tool_servers=[serve_search_tool()])
+    app = create_app(ScriptedEngine(script=SCRIPT), tool_servers=[serve_default_tools()])
     with serve(app) as url:
         yield url
 

@@ -103,7 +103,7 @@ def test_success_reports_the_active_adapter(engine) -> None:
 
 def test_results_are_the_text_the_trainers_train_on(engine) -> None:
     """The model sees the same load/offload results at serving time as in its training data."""
-    from trainers.data import generate
+    from trainers.tasks import generate
 
     trajectory = generate(1, seed=0)[0]
     trained = {m["content"] for m in trajectory.messages if m.get("name") == "load_lora"}

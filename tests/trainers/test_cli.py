@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import app
-from trainers.data import generate
+from trainers.tasks import generate
 from trainers.trajectory import write_trajectories
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from trainer_helpers import short
 
-from trainers.data import generate
 from trainers.errors import NoSamplesError, RootChangedError
 from trainers.evaluate import evaluate_nll
 from trainers.lora import LoraSettings, train_lora
 from trainers.phases import build_samples
+from trainers.tasks import generate
 
 SETTINGS = LoraSettings(rank=8, alpha=16, lr=2e-2, epochs=3, seed=7)
 

@@ -22,9 +22,9 @@ from cli.launcher import EmbeddedRegistry
 from cli.main import app
 from registry.client import RegistryClient
 from storage.manifest import manifest_of_path
-from trainers.data import generate
 from trainers.errors import ReplayError, RootChangedError
 from trainers.publish import publish_adapter
+from trainers.tasks import generate
 from trainers.trajectory import write_trajectories
 
 FAST = ["--rank", "2", "--alpha", "4", "--epochs", "1", "--lr", "0.01", "--seed", "1"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from trainer_helpers import assistant, call, phase, tool, trajectory, user
 
-from trainers.data import generate
 from trainers.errors import TrajectoryError
+from trainers.tasks import generate
 from trainers.trajectory import parse_trajectory, read_trajectories, write_trajectories
 
 GOOD = trajectory("ok", user("Go"), *phase("plan", assistant("Plan.")))

@@ -1,28 +1,27 @@
-"""Gold trajectories: each question solved phase by phase, in the trainers' JSONL format.
+"""Gold trajectories: each question solved phase by phase, as chat messages.
 
 plan (the gold sub-questions, numbered) -> search (one real BM25 search per hop; the tool
-results are what the suite's MCP server returns; then offload) -> code for `number` questions (one
-`calculate` call) -> write (the hop facts with their document ids, then `Answer: ...`).
-The bare backbone loads each adapter and closes with `Done.`. The tools listed are exactly
-what the runtime shows the model for a library of the suite's capabilities, so a phase sample
-is token-identical to the context an evaluation episode holds at that point.
+results are what the task world's MCP server returns; then offload) -> code for `number`
+questions (one `calculate` call) -> write (the hop facts with their document ids, then
+`Answer: ...`). The bare backbone loads each adapter and closes with `Done.`. The research
+suite runs each question's own phases; `weact train generate` may ask for another order and
+a `markdown` write. The messages are plain dicts: a caller adds the tools its runtime shows
+(`trainers.tasks` does) and parses them into a trajectory.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from evals.calc import calculate
-from evals.errors import SuiteSpecError
-from evals.questions import Question
-from evals.search import DEFAULT_K, MAX_K, SearchIndex
-from evals.tools import TOOL_SCHEMAS
-from runtime.engine import AdapterSpec
-from runtime.lora_tools import lora_tool_schemas
-from trainers.trajectory import Trajectory, parse_trajectory
+from tasks.calc import calculate
+from tasks.errors import TaskSpecError
+from tasks.questions import Question
+from tasks.search import DEFAULT_K, MAX_K, SearchIndex
 
 CAPABILITIES = ("plan", "search", "code", "write")
+WRITE_STYLES = ("plain", "markdown")
 SYSTEM = "You are a WeAct research agent."
 DESCRIPTIONS = {
     "plan": "Split the question into sub-questions.",
@@ -32,16 +31,6 @@ DESCRIPTIONS = {
 }
 ANSWER_PREFIX = "Answer:"
 FINAL = "Done."
-
-
-def suite_library(capabilities: tuple[str, ...] = CAPABILITIES) -> dict[str, AdapterSpec]:
-    """Adapter specs as the suite describes its capabilities (paths are filled by a runner)."""
-    return {c: AdapterSpec(c, "", description=DESCRIPTIONS[c]) for c in capabilities}
-
-
-def suite_tools(capabilities: tuple[str, ...] = CAPABILITIES) -> list[dict[str, Any]]:
-    """load_lora / offload_lora as the runtime renders them, then the suite's MCP tools."""
-    return lora_tool_schemas(suite_library(capabilities)) + [dict(t) for t in TOOL_SCHEMAS]
 
 
 def _call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -60,13 +49,14 @@ def _tool(name: str, payload: Any) -> dict[str, Any]:
 
 
 class _Gold:
-    def __init__(self, question: Question, index: SearchIndex) -> None:
+    def __init__(self, question: Question, index: SearchIndex, write_style: str) -> None:
         self.q = question
         self.index = index
+        self.write_style = write_style
 
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self, phases: Sequence[str]) -> list[dict[str, Any]]:
         out = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": self.q.question}]
-        for cap in self.q.phases:
+        for cap in phases:
             out += [_turn("", _call("load_lora", capability=cap))]
             out += [_tool("load_lora", {"ok": True, "active": cap})]
             body, closing = getattr(self, f"_{cap}")()
@@ -94,18 +84,20 @@ class _Gold:
             hits = self.index.search(query, k)
             if any(h["id"] == doc for h in hits):
                 return k, hits
-        raise SuiteSpecError(f"{self.q.id}: search {query!r} does not find {doc}")
+        raise TaskSpecError(f"{self.q.id}: search {query!r} does not find {doc}")
 
     def _code(self) -> tuple[list[dict[str, Any]], str]:
         expression = self.q.expression
         if expression is None:
-            raise SuiteSpecError(f"{self.q.id}: a code phase needs an expression")
+            raise TaskSpecError(f"{self.q.id}: a code phase needs an expression")
         result = calculate(expression)
         body = [_turn("", _call("calculate", expression=expression))]
         body += [_tool("calculate", {"value": result})]
         return body, f"{expression} = {result}"
 
     def _write(self) -> tuple[list[dict[str, Any]], str]:
+        if self.write_style == "markdown":
+            return [], self._markdown()
         sources = ", ".join(self.q.supporting)
         if self.q.expression is not None:
             cited = f"{self.q.expression} = {self.q.answer} [{sources}]."
@@ -115,8 +107,33 @@ class _Gold:
             cited = f"{self.q.facts[-1][:-1]} [{sources}]."
         return [], f"{cited}\n{ANSWER_PREFIX} {self.q.answer}"
 
+    def _markdown(self) -> str:
+        """A heading, one bullet per hop fact with its document, then the answer line."""
+        hops = zip(self.q.facts, self.q.supporting, strict=True)
+        points = [f"- {fact[:-1]} [{doc}]" for fact, doc in hops]
+        if self.q.expression is not None:
+            points.append(f"- {self.q.expression} = {self.q.answer}")
+        body = "\n".join(points)
+        return f"## {self.q.question}\n\n{body}\n\n{ANSWER_PREFIX} {self.q.answer}"
 
-def gold_trajectory(question: Question, index: SearchIndex) -> Trajectory:
-    """The question solved by its gold phases, validated by the trainers' parser."""
-    messages = _Gold(question, index).messages()
-    return parse_trajectory({"id": question.id, "messages": messages, "tools": suite_tools()})
+
+def check_phases(phases: Sequence[str], write_style: str = "plain") -> None:
+    """`TaskSpecError` unless every phase is a capability of the world and the style known."""
+    if write_style not in WRITE_STYLES:
+        raise TaskSpecError(f"write_style must be one of {WRITE_STYLES}, got {write_style!r}")
+    unknown = sorted(set(phases) - set(CAPABILITIES))
+    if unknown or not phases:
+        known = ", ".join(CAPABILITIES)
+        raise TaskSpecError(f"phases are some of {known}, not {unknown or 'none'}")
+
+
+def gold_messages(
+    question: Question,
+    index: SearchIndex,
+    phases: Sequence[str] | None = None,
+    write_style: str = "plain",
+) -> list[dict[str, Any]]:
+    """The question solved phase by phase (its own phases unless `phases` says otherwise)."""
+    order = question.phases if phases is None else tuple(phases)
+    check_phases(order, write_style)
+    return _Gold(question, index, write_style).messages(order)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from evals.world import World
+from tasks.world import World
 
 KINDS = ("name", "place", "year", "number", "compare")
 DEFAULT_PHASES = ("plan", "search", "write")

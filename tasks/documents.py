@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from evals.world import World
+from tasks.world import World
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import ast
 import operator
 from collections.abc import Callable
 
-from evals.errors import ExpressionError
+from tasks.errors import ExpressionError
 
 MAX_CHARS = 200
 MAX_EXPONENT = 64

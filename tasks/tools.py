@@ -1,19 +1,21 @@
-"""The suite's external tools, served over MCP: `search`, `fetch_document`, `calculate`.
+"""The task world's external tools, served over MCP: `search`, `fetch_document`, `calculate`.
 
+One server for every user: the runtime's built-in tools (`weact runtime serve --kb`, the
+demo) serve it over the default world's index, an evaluation run over its suite's index.
 `TOOL_SCHEMAS` is what the model is shown, in the OpenAI `tools` shape the chat template
 renders; the gold trajectories carry exactly these, and a test checks that the MCP server
 lists the same, so a trained adapter sees at evaluation the context it was trained on.
-`python -m evals.tools SUITE_DIR` serves a suite's tools over stdio.
+`python -m tasks.tools` serves the default world's tools over stdio.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any
 
-from evals.calc import calculate
-from evals.errors import EvalError
-from evals.search import DEFAULT_K, SearchIndex
+from tasks.calc import calculate
+from tasks.errors import TaskError
+from tasks.research import default_world
+from tasks.search import DEFAULT_K, SearchIndex
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -72,18 +74,18 @@ def plain_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def serve_suite_tools(index: SearchIndex) -> MCPServer:
+def serve_tools(index: SearchIndex) -> MCPServer:
     """An MCP server with `search`, `fetch_document` and `calculate` over `index`."""
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    server: MCPServer = MCPServer("weact-bench", instructions="Search a fictional knowledge base.")
+    server: MCPServer = MCPServer("weact-tasks", instructions="Search a fictional knowledge base.")
 
     def guarded(fn: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(*args, **kwargs)
-            except (EvalError, ValueError) as exc:
+            except (TaskError, ValueError) as exc:
                 raise ToolError(str(exc)) from exc
 
         return call
@@ -103,14 +105,10 @@ def serve_suite_tools(index: SearchIndex) -> MCPServer:
     return server
 
 
-def main(argv: list[str] | None = None) -> None:  # pragma: no cover - a subprocess entry
-    from evals.suite import load_suite
-
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        raise SystemExit("usage: python -m evals.tools SUITE_DIR")
-    serve_suite_tools(load_suite(args[0]).index()).run("stdio")
+def serve_default_tools() -> MCPServer:
+    """The tools over the default world (`tasks.research.default_world`)."""
+    return serve_tools(default_world().index)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()
+if __name__ == "__main__":  # pragma: no cover - exercised through a subprocess
+    serve_default_tools().run("stdio")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evals.documents import Document
-from evals.errors import UnknownDocumentError
+from tasks.documents import Document
+from tasks.errors import UnknownDocumentError
 
 DEFAULT_K = 2
 MAX_K = 10
