@@ -1,11 +1,11 @@
-"""The README's path from nothing to a served library, run as written on the tiny model.
+"""The docs' path from nothing to a served library, run as written on the tiny model.
 
-The ```` ```bash walkthrough ```` block of README.md runs in one bash (`set -euo pipefail`)
-in an empty directory, with only `BACKBONE` (the tiny test backbone instead of SmolLM2),
-the two ports and `TRAIN_ARGS` (a short training) set from outside. At the end a node
-serves channel `prod` revision 1 with plan, search and write, its audit passing, as the
-registry and the node's own /healthz say. The block's background processes (the registry
-and the node) run in a process group of their own, ended when the test ends.
+The ```` ```bash walkthrough ```` block of docs/walkthrough.md runs in one bash
+(`set -euo pipefail`) in an empty directory, with only `BACKBONE` (the tiny test backbone
+instead of SmolLM2), the two ports and `TRAIN_ARGS` (a short training) set from outside. At
+the end a node serves channel `prod` revision 1 with plan, search and write, its audit
+passing, as the registry and the node's own /healthz say. The block's background processes
+(the registry and the node) run in a process group of their own, ended when the test ends.
 """
 
 from __future__ import annotations
@@ -25,19 +25,19 @@ from cli.launcher import free_port
 
 pytest.importorskip("peft")
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "walkthrough.md"
 BLOCK = re.compile(r"```bash walkthrough\n(.*?)```", re.DOTALL)
 TRAIN_ARGS = "--rank 2 --alpha 4 --epochs 1 --lr 0.01 --seed 1"
 
 
 def walkthrough() -> str:
-    blocks = BLOCK.findall(README.read_text())
-    assert len(blocks) == 1, "README.md must hold one ```bash walkthrough block"
+    blocks = BLOCK.findall(PAGE.read_text())
+    assert len(blocks) == 1, "docs/walkthrough.md must hold one ```bash walkthrough block"
     return str(blocks[0])
 
 
 @pytest.mark.slow
-def test_the_readme_walkthrough_runs_as_written(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_the_docs_walkthrough_runs_as_written(tmp_path_factory: pytest.TempPathFactory) -> None:
     from runtime.tiny import build_tiny_backbone
 
     tiny_backbone = build_tiny_backbone(tmp_path_factory.mktemp("backbone"))
