@@ -37,6 +37,7 @@ def walkthrough() -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # as long as the block may run (communicate below), not the suite's 300 s
 def test_the_docs_walkthrough_runs_as_written(tmp_path_factory: pytest.TempPathFactory) -> None:
     from runtime.tiny import build_tiny_backbone
 
