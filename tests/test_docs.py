@@ -37,9 +37,9 @@ def test_every_page_is_in_the_nav_and_every_nav_entry_is_a_page() -> None:
     assert nav == pages
 
 
-def test_the_walkthrough_page_holds_the_one_block_its_test_runs() -> None:
-    text = (DOCS / "walkthrough.md").read_text()
-    assert text.count("```bash walkthrough\n") == 1
+def test_the_walkthrough_and_the_tour_hold_the_one_block_their_test_runs() -> None:
+    assert (DOCS / "walkthrough.md").read_text().count("```bash walkthrough\n") == 1
+    assert README.read_text().count("```bash tour\n") == 1
 
 
 def test_nothing_points_outside_the_repository() -> None:
