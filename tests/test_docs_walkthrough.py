@@ -1,11 +1,13 @@
-"""The README's path from nothing to a served library, run as written on the tiny model.
+"""The docs' paths from nothing to a served library, run as written on the tiny model.
 
-The ```` ```bash walkthrough ```` block of README.md runs in one bash (`set -euo pipefail`)
-in an empty directory, with only `BACKBONE` (the tiny test backbone instead of SmolLM2),
-the two ports and `TRAIN_ARGS` (a short training) set from outside. At the end a node
-serves channel `prod` revision 1 with plan, search and write, its audit passing, as the
-registry and the node's own /healthz say. The block's background processes (the registry
-and the node) run in a process group of their own, ended when the test ends.
+Two blocks: the ```` ```bash walkthrough ```` of docs/walkthrough.md (plan, search and write)
+and the README's ```` ```bash tour ```` (write alone). Each runs in one bash
+(`set -euo pipefail`) in an empty directory, with only `BACKBONE` (the tiny test backbone
+instead of SmolLM2), the two ports and `TRAIN_ARGS` (a short training, where the block uses
+it) set from outside. At the end a node serves channel `prod` revision 1 with the block's
+capabilities, its audit passing, as the registry and the node's own /healthz say. The
+block's background processes (the registry and the node) run in a process group of their
+own, ended when the test ends.
 """
 
 from __future__ import annotations
@@ -25,23 +27,32 @@ from cli.launcher import free_port
 
 pytest.importorskip("peft")
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCK = re.compile(r"```bash walkthrough\n(.*?)```", re.DOTALL)
+ROOT = Path(__file__).resolve().parents[1]
 TRAIN_ARGS = "--rank 2 --alpha 4 --epochs 1 --lr 0.01 --seed 1"
+BLOCKS = [
+    pytest.param(
+        "docs/walkthrough.md", "walkthrough", ["plan", "search", "write"], id="walkthrough"
+    ),
+    pytest.param("README.md", "tour", ["write"], id="readme-tour"),
+]
 
 
-def walkthrough() -> str:
-    blocks = BLOCK.findall(README.read_text())
-    assert len(blocks) == 1, "README.md must hold one ```bash walkthrough block"
+def block(path: str, name: str) -> str:
+    blocks = re.findall(rf"```bash {name}\n(.*?)```", (ROOT / path).read_text(), re.DOTALL)
+    assert len(blocks) == 1, f"{path} must hold one ```bash {name} block"
     return str(blocks[0])
 
 
 @pytest.mark.slow
-def test_the_readme_walkthrough_runs_as_written(tmp_path_factory: pytest.TempPathFactory) -> None:
+@pytest.mark.timeout(900)  # as long as the block may run (communicate below), not the suite's 300 s
+@pytest.mark.parametrize(("path", "name", "capabilities"), BLOCKS)
+def test_the_block_runs_as_written(
+    path: str, name: str, capabilities: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     from runtime.tiny import build_tiny_backbone
 
     tiny_backbone = build_tiny_backbone(tmp_path_factory.mktemp("backbone"))
-    tmp_path = tmp_path_factory.mktemp("walkthrough")
+    tmp_path = tmp_path_factory.mktemp(name)
     port, node_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WEACT_")}
     env |= {
@@ -51,7 +62,7 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path_factory: pytest.TempPat
         "NODE_PORT": str(node_port),
         "TRAIN_ARGS": TRAIN_ARGS,
     }
-    script = "set -euo pipefail\n" + walkthrough()
+    script = "set -euo pipefail\n" + block(path, name)
     process = subprocess.Popen(
         ["bash", "-c", script],
         cwd=tmp_path,
@@ -87,8 +98,8 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path_factory: pytest.TempPat
             1,
             True,
         )
-        assert sorted(health["adapters"]) == ["plan", "search", "write"]
-        for capability in ("plan", "search", "write"):
+        assert sorted(health["adapters"]) == capabilities
+        for capability in capabilities:
             assert (tmp_path / capability / "adapter_model.safetensors").is_file()
             assert (tmp_path / capability / "training.json").is_file()
     finally:
