@@ -29,6 +29,7 @@ pytest.importorskip("peft")
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_ARGS = "--rank 2 --alpha 4 --epochs 1 --lr 0.01 --seed 1"
+CLIENT_TOKEN = "walkthrough-client-token"
 BLOCKS = [
     pytest.param(
         "docs/walkthrough.md", "walkthrough", ["plan", "search", "write"], id="walkthrough"
@@ -61,6 +62,7 @@ def test_the_block_runs_as_written(
         "PORT": str(port),
         "NODE_PORT": str(node_port),
         "TRAIN_ARGS": TRAIN_ARGS,
+        "CLIENT": CLIENT_TOKEN,
     }
     script = "set -euo pipefail\n" + block(path, name)
     process = subprocess.Popen(
@@ -81,7 +83,11 @@ def test_the_block_runs_as_written(
         assert process.returncode == 0, f"{output[-6000:]}\n{shown}"
         assert "node-1" in output  # `weact nodes` at the end
 
-        health = httpx.get(f"http://127.0.0.1:{node_port}/healthz", timeout=10).json()
+        node_url = f"http://127.0.0.1:{node_port}"
+        if name == "walkthrough":  # the node runs with a client token: nothing without it
+            assert httpx.get(f"{node_url}/healthz", timeout=10).status_code == 401
+        bearer = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+        health = httpx.get(f"{node_url}/healthz", headers=bearer, timeout=10).json()
         url = f"http://127.0.0.1:{port}"
         done = subprocess.run(
             [str(Path(sys.executable).with_name("weact")), "nodes", "--json"],
