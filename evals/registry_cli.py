@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 
-from registry.cli.options import client_command
-from registry.cli.output import Output
-from registry.cli.tables import render_rows
+from clikit.output import Output
+from clikit.tables import render_rows
+from registry.cli.base import client_command
 from registry.client import RegistryClient
 
 METRICS = ("em", "f1", "doc_recall", "plan_coverage", "nll")

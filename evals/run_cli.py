@@ -21,10 +21,12 @@ from typing import Any
 
 import click
 
+from clikit.errors import fail_cleanly
+from clikit.options import registry_url_option, token_option
 from evals.errors import EvalError
 from evals.scoring import METRICS
-from registry.cli.errors import fail_cleanly
-from registry.cli.options import registry_url_option, token_option
+from registry.errors import RegistryError
+from storage.errors import StorageError
 
 SMOLLM2 = "smollm2"
 
@@ -85,9 +87,10 @@ def make_engine(
     from tasks.trajectories import DESCRIPTIONS
 
     if backbone == SMOLLM2:
+        from clikit.progress import steps
         from runtime.models import smollm2_dir
 
-        backbone = str(smollm2_dir())
+        backbone = str(smollm2_dir(steps=steps))
     specs = [
         AdapterSpec(name, path, description=DESCRIPTIONS.get(name, ""))
         for name, path in sorted(adapters.items())
@@ -210,7 +213,7 @@ def _post(options: dict[str, Any], suite: Any, results: Mapping[str, Any], key: 
     "--adapter-id", "adapter_ids", multiple=True, help="CAPABILITY=ID (capability benchmarks)."
 )
 @click.option("--json", "as_json", is_flag=True)
-@fail_cleanly(EvalError)
+@fail_cleanly(RegistryError, StorageError, EvalError)
 def run(
     suite_dir: Path, backbone: str, adapters: tuple[str, ...], results: Path, **options: Any
 ) -> None:

@@ -3,33 +3,43 @@
 The `weact runtime` commands (runtime/cli.py) parse options; these functions turn them into
 the running parts: the engine (`--backbone smollm2` is the packaged SmolLM2, converted once),
 the policy and agent settings, the registry client of `--channel` (asked before any model
-loads) and the ChannelFollower that keeps the node on that channel.
+loads) and the ChannelFollower that keeps the node on that channel. Options that cannot make
+a node raise `NodeOptionsError`, which the CLI shows as a usage error; progress (a SmolLM2
+conversion, a library install) goes to the `steps` callback the CLI passes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
-
-import click
+from typing import TYPE_CHECKING, Any
 
 from runtime.engine import AdapterSpec, Engine
+from runtime.errors import NodeOptionsError
 from runtime.settings import get_settings
+
+if TYPE_CHECKING:
+    from runtime.sync import Steps
 
 SMOLLM2 = "smollm2"
 
 
-def build_engine(backbone: str, adapters: Sequence[tuple[str, Path]], kind: str) -> Engine:
+def build_engine(
+    backbone: str,
+    adapters: Sequence[tuple[str, Path]],
+    kind: str,
+    *,
+    steps: Steps | None = None,
+) -> Engine:
     from runtime.engines import engine_class
     from runtime.lora_tools import DEFAULT_DESCRIPTIONS
 
     if backbone == SMOLLM2:
         from runtime.models import smollm2_dir
 
-        backbone = str(smollm2_dir())
+        backbone = str(smollm2_dir(steps=steps))
     elif not Path(backbone).is_dir():
-        raise click.BadParameter(f"{backbone!r} is not a directory", param_hint="--backbone")
+        raise NodeOptionsError(f"{backbone!r} is not a directory", "--backbone")
     specs = [
         AdapterSpec(name, str(path), description=DEFAULT_DESCRIPTIONS.get(name, ""))
         for name, path in adapters
@@ -44,7 +54,7 @@ def build_engine(backbone: str, adapters: Sequence[tuple[str, Path]], kind: str)
     try:
         return engine_class(kind)(backbone, specs, **options)  # type: ignore[no-any-return]
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--engine") from exc
+        raise NodeOptionsError(str(exc), "--engine") from exc
 
 
 def make_options_policy(options: dict[str, Any], library: Collection[str]) -> Any:
@@ -68,13 +78,13 @@ def check_before_loading(options: dict[str, Any], library: Collection[str], sour
 
     backbone = options["backbone"]
     if backbone != SMOLLM2 and not Path(backbone).is_dir():
-        raise click.BadParameter(f"{backbone!r} is not a directory", param_hint="--backbone")
+        raise NodeOptionsError(f"{backbone!r} is not a directory", "--backbone")
     if not library:
-        raise click.UsageError(f"no adapters to serve: give {source}")
+        raise NodeOptionsError(f"no adapters to serve: give {source}")
     try:
         make_options_policy(options, library)
     except InvalidPolicyError as exc:
-        raise click.UsageError(f"{exc} (capabilities: {', '.join(sorted(library))})") from exc
+        raise NodeOptionsError(f"{exc} (capabilities: {', '.join(sorted(library))})") from exc
 
 
 def episode_setup(engine: Engine, options: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
@@ -102,13 +112,13 @@ def close_engine(engine: Engine) -> None:
         close()
 
 
-def check_library_source(options: dict[str, Any]) -> None:
-    """Local adapters or a registry channel, not both; --registry only with --channel."""
+def check_library_source(options: dict[str, Any], registry_given: bool) -> None:
+    """Local adapters or a registry channel, not both; --registry (`registry_given` on the
+    command line) only with --channel."""
     if options["channel"] and options["adapters"]:
-        raise click.UsageError("--adapter and --channel (a registry's library) are exclusive")
-    source = click.get_current_context().get_parameter_source("registry")
-    if source is click.core.ParameterSource.COMMANDLINE and not options["channel"]:
-        raise click.UsageError("--registry and --channel go together")
+        raise NodeOptionsError("--adapter and --channel (a registry's library) are exclusive")
+    if registry_given and not options["channel"]:
+        raise NodeOptionsError("--registry and --channel go together")
 
 
 def channel_client(options: dict[str, Any]) -> Any:
@@ -126,14 +136,16 @@ def channel_client(options: dict[str, Any]) -> Any:
     return client
 
 
-def start_follower(engine: Engine, client: Any, options: dict[str, Any]) -> Any:
+def start_follower(
+    engine: Engine, client: Any, options: dict[str, Any], *, steps: Steps | None = None
+) -> Any:
     """Serve the channel's current revision and follow it (a started ChannelFollower)."""
     import socket
 
     from runtime.follow import ChannelFollower
 
     if not engine.follows_channels:
-        raise click.UsageError(f"engine {options['engine_kind']!r} cannot follow a channel")
+        raise NodeOptionsError(f"engine {options['engine_kind']!r} cannot follow a channel")
     channel = options["channel"]
     dest = options["library_dir"] or Path.home() / ".cache" / "weact" / "library" / channel
     node_id = options["node_id"] or socket.gethostname()
@@ -145,6 +157,7 @@ def start_follower(engine: Engine, client: Any, options: dict[str, Any]) -> Any:
         dest,
         wait_s=options["poll_wait"],
         heartbeat_s=options["heartbeat"],
+        steps=steps,
     )
     follower.start()
     return follower

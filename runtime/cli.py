@@ -16,16 +16,18 @@ Defaults come from `WEACT_RUNTIME_*` (see runtime/settings.py); the token also f
 `WEACT_RUNTIME_ADMIN_TOKEN`), the registry token from `WEACT_TOKEN`. With `--channel` the library
 is the channel's current revision, kept current by `runtime.follow.ChannelFollower`
 (exclusive with `--adapter`); the registry is `--registry`, else `$WEACT_URL`, as for every
-`weact` command (`registry.cli.options`). The registry is asked for the channel before the
+`weact` command (`clikit.options`). The registry is asked for the channel before the
 backbone loads, so a registry that does not answer costs no model load. Failures are one line
-on stderr (`registry.cli.errors`): exit 1, or 2 for a usage error. The task world's
-tools (`search`, `fetch_document`, `calculate` over `tasks`' default world) are offered
+on stderr (`clikit.errors`): exit 1, or 2 for a usage error (`NodeOptionsError`). A SmolLM2
+conversion and each library install show their steps on stderr (`clikit.progress`). The task
+world's tools (`search`, `fetch_document`, `calculate` over `tasks`' default world) are offered
 unless `--no-kb`; `--tool-server URL` adds external
 MCP tool servers (streamable HTTP).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import signal
@@ -36,8 +38,10 @@ from typing import Any, TypeVar
 import click
 from pydantic import SecretStr
 
-from registry.cli.errors import fail_cleanly
-from registry.cli.options import registry_url_option, token_option
+from clikit.errors import fail_cleanly
+from clikit.options import registry_url_option, token_option
+from clikit.progress import steps
+from registry.errors import RegistryError
 from runtime.assemble import (
     build_engine,
     channel_client,
@@ -48,8 +52,9 @@ from runtime.assemble import (
     start_follower,
 )
 from runtime.engine import Engine
-from runtime.errors import RuntimeEngineError
+from runtime.errors import NodeOptionsError, RuntimeEngineError
 from runtime.settings import get_settings
+from storage.errors import StorageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -149,8 +154,25 @@ def follow_options(fn: F) -> F:
     return fn
 
 
-runtime_errors = fail_cleanly(RuntimeEngineError)
-"""Typed errors (the runtime's, the registry client's, storage's) -> one line, exit 1."""
+def _usage_errors(fn: F) -> F:
+    """Options that cannot make a node (`NodeOptionsError`) -> a usage error, exit 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except NodeOptionsError as exc:
+            if exc.option is not None:
+                raise click.BadParameter(str(exc), param_hint=exc.option) from exc
+            raise click.UsageError(str(exc)) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+def runtime_errors(fn: F) -> F:
+    """Typed errors (the runtime's, the registry client's, storage's) -> one line, exit 1;
+    options that cannot make a node -> a usage error, exit 2."""
+    return fail_cleanly(RegistryError, StorageError, RuntimeEngineError)(_usage_errors(fn))
 
 
 @click.group(name="runtime")
@@ -199,7 +221,8 @@ def serve(
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = get_settings()
-    check_library_source(options)
+    source = click.get_current_context().get_parameter_source("registry")
+    check_library_source(options, source is click.core.ParameterSource.COMMANDLINE)
     if not options["channel"]:
         names = [name for name, _ in options["adapters"]]
         check_before_loading(options, names, "--adapter NAME=DIR (repeat), or --channel")
@@ -211,9 +234,9 @@ def serve(
     # outlive the node). Raising SystemExit instead runs the cleanup below.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
+        engine = _engine(options)
         if client is not None:
-            follower = start_follower(engine, client, options)
+            follower = start_follower(engine, client, options, steps=steps)
         policy, config, targets = episode_setup(engine, options)
         host = host or settings.host
         secrets = list(tokens) or _split(settings.token)
@@ -258,7 +281,7 @@ def run(task: str, as_json: bool, **options: Any) -> None:
     """Run one episode in-process and print its trajectory."""
     names = [name for name, _ in options["adapters"]]
     check_before_loading(options, names, "--adapter NAME=DIR (repeat)")
-    engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
+    engine = _engine(options)
     try:
         policy, config, targets = episode_setup(engine, options)
         episode = _run_episode(engine, policy, config, targets, task)
@@ -281,7 +304,7 @@ def backbone(as_json: bool) -> None:
     to give `weact backbone register`, `weact train --backbone` and `--backbone`."""
     from runtime.models import smollm2_dir
 
-    path = smollm2_dir()
+    path = smollm2_dir(steps=steps)
     if as_json:
         click.echo(json.dumps({"name": "smollm2", "path": str(path)}, indent=2))
     else:
@@ -297,12 +320,19 @@ def mcp(**options: Any) -> None:
     from runtime.mcp_server import build_mcp_server
 
     check_before_loading(options, [n for n, _ in options["adapters"]], "--adapter NAME=DIR")
-    engine = build_engine(options["backbone"], options["adapters"], options["engine_kind"])
+    engine = _engine(options)
     try:
         policy, _, _ = episode_setup(engine, options)
         build_mcp_server(EpisodeManager(engine, policy=policy), stdio=True).run("stdio")
     finally:
         close_engine(engine)
+
+
+def _engine(options: dict[str, Any]) -> Engine:
+    """The engine of `--backbone`/`--adapter`/`--engine`, a conversion's steps on stderr."""
+    return build_engine(
+        options["backbone"], options["adapters"], options["engine_kind"], steps=steps
+    )
 
 
 def _run_episode(engine: Engine, policy: Any, config: Any, targets: list[Any], task: str) -> Any:

@@ -10,6 +10,7 @@ RuntimeEngineError
 │   └── BackboneMismatchError             a node on another backbone than its channel
 ├── BackboneLoadError (ValueError)        a backbone directory or GGUF file that cannot be loaded
 ├── InvalidTokensError (ValueError)       token ids outside the vocabulary, nothing to decode from
+├── NodeOptionsError (ValueError)         options that cannot make a node (a usage error, exit 2)
 ├── SessionClosedError (RuntimeError)     use of an engine session after close()
 ├── InvalidPolicyError (ValueError)       a policy that cannot be built (kind, order, guesses)
 ├── EpisodeNotFoundError (KeyError)       an episode id the node does not know (or not yours)
@@ -96,6 +97,17 @@ class BackboneLoadError(RuntimeEngineError, ValueError):
 
 class InvalidTokensError(RuntimeEngineError, ValueError):
     """Token ids outside the vocabulary, or a generate call with an empty history."""
+
+
+class NodeOptionsError(RuntimeEngineError, ValueError):
+    """Options that cannot make a node: a backbone that is not a directory, no adapters, a
+    policy that does not fit the library, an engine that cannot follow a channel. `option`
+    names the option at fault (None: the options together); `weact runtime` shows it as a
+    usage error."""
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 class SessionClosedError(RuntimeEngineError, RuntimeError):

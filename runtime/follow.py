@@ -41,7 +41,7 @@ from registry.errors import RegistryError, RegistryUnavailableError
 from runtime.backoff import Backoff
 from runtime.engine import AdapterSpec, AuditReport
 from runtime.errors import AuditMismatchError, BackboneMismatchError, RuntimeEngineError
-from runtime.sync import heartbeat, library_audit, pull_library
+from runtime.sync import Steps, heartbeat, library_audit, pull_library
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +96,7 @@ class ChannelFollower:
         max_backoff_s: float = 60.0,
         heartbeat_s: float = 10.0,
         join_s: float = 1.0,
+        steps: Steps | None = None,
     ) -> None:
         self.client = client
         self.engine = engine
@@ -107,6 +108,7 @@ class ChannelFollower:
         self.max_backoff_s = max_backoff_s
         self.heartbeat_s = heartbeat_s
         self.join_s = join_s
+        self.steps = steps  # told each install's steps (`pull_library`)
         self.revision: int | None = None  # the revision served (last good)
         self.library_digest: str | None = None
         self.head: int | None = None
@@ -129,7 +131,7 @@ class ChannelFollower:
         if self._thread is not None:
             raise RuntimeError("follower already started")
         self._check_backbone(self.client.get_channel(self.channel))
-        revision, specs = pull_library(self.client, self.channel, self.dest)
+        revision, specs = pull_library(self.client, self.channel, self.dest, steps=self.steps)
         report = self._install(revision, specs)
         if not report.ok:
             raise AuditMismatchError(f"refusing to serve {self._label(revision)}: {report.detail}")
@@ -181,7 +183,7 @@ class ChannelFollower:
     def sync(self) -> bool:
         """One attempt to serve the channel's current revision; False keeps the last good."""
         try:
-            revision, specs = pull_library(self.client, self.channel, self.dest)
+            revision, specs = pull_library(self.client, self.channel, self.dest, steps=self.steps)
             if self._stop.is_set():
                 return True
             self._install(revision, specs)

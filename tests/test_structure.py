@@ -10,6 +10,10 @@ The product packages are the ones pyproject.toml ships (`tool.setuptools.package
   alembic scripts run through a migration of a fresh SQLite database from that copy.
 - No import cycle among product modules: every import at module level (including
   `TYPE_CHECKING` blocks; not the lazy imports inside functions), read with `ast`.
+- Click stays in the CLI: no product module outside the CLI modules (a module named `cli`
+  or `*_cli`, a module inside a package named `cli`, the top-level `cli` and `clikit`
+  packages) imports click, a CLI module, or clikit; lazy imports included.
+- `clikit` imports nothing of the project (as `storage`), lazy imports included.
 
 Each check is also run on a small synthetic tree that breaks it, so that it can fail.
 """
@@ -346,3 +350,117 @@ def test_the_support_package_is_not_shipped() -> None:
     setuptools = pytest.importorskip("setuptools")
     shipped = setuptools.find_packages(str(ROOT), include=patterns)
     assert sorted({p.split(".")[0] for p in shipped}) == product_packages()
+
+
+# -- the CLI stays at the edge -----------------------------------------------------------
+
+CLI_PACKAGES = frozenset({"cli", "clikit"})
+"""Top-level packages that are all CLI: the `weact` dispatcher, and the shared CLI kit."""
+KIT = "clikit"
+
+# Known library modules that still reach into a CLI; empty this list as they are fixed.
+TOLERATED_CLI_IMPORTS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("evals.reproduce.build", "trainers.cli"),  # runs `weact train`/`merge` in process
+        ("evals.reproduce.config", "evals.run_cli"),  # cpu_dtype
+        ("evals.reproduce.continual", "cli.launcher"),  # the launcher moves (issue 23 part 4)
+        ("evals.reproduce.episodes", "evals.run_cli"),  # library_key, vllm_cpu_args, ...
+    }
+)
+
+
+def is_cli_module(name: str) -> bool:
+    parts = name.split(".")
+    return parts[0] in CLI_PACKAGES or "cli" in parts[1:] or parts[-1].endswith("_cli")
+
+
+def every_import(name: str, path: Path, known: Mapping[str, Path]) -> set[str]:
+    """Everything `name` imports, lazily or not: a known module where the name is one (or
+    lies inside one), else the dotted name as written (`click`, `click.testing`)."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package[: len(package) - node.level + 1]
+                base = ".".join([*parent, base] if base else parent)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                targets.add(submodule if submodule in known else base)
+    return {_known_prefix(target, known) or target for target in targets} - {name}
+
+
+def cli_imports(root: Path, packages: Iterable[str]) -> set[tuple[str, str]]:
+    """(module, what it imports) for each library module that imports click, clikit or a
+    CLI module."""
+    known = module_files(root, packages)
+    found = set()
+    for name, path in known.items():
+        if is_cli_module(name):
+            continue
+        for target in every_import(name, path, known):
+            if target.split(".")[0] == "click" or (target in known and is_cli_module(target)):
+                found.add((name, target))
+    return found
+
+
+def kit_imports(root: Path, packages: Iterable[str]) -> set[tuple[str, str]]:
+    """(module, project module) for each import of the project from inside clikit."""
+    known = module_files(root, packages)
+    return {
+        (name, target)
+        for name, path in known.items()
+        if name.split(".")[0] == KIT
+        for target in every_import(name, path, known)
+        if target in known and target.split(".")[0] != KIT
+    }
+
+
+def test_no_library_module_imports_click_or_a_cli() -> None:
+    found = cli_imports(ROOT, product_packages()) - TOLERATED_CLI_IMPORTS
+    listed = "; ".join(f"{name} imports {target}" for name, target in sorted(found))
+    assert not found, f"report progress through a callback, raise a typed error: {listed}"
+
+
+def test_every_tolerated_cli_import_is_still_there() -> None:
+    stale = sorted(TOLERATED_CLI_IMPORTS - cli_imports(ROOT, product_packages()))
+    assert not stale, f"fixed: remove from TOLERATED_CLI_IMPORTS: {stale}"
+
+
+def test_clikit_imports_nothing_of_the_project() -> None:
+    assert KIT in product_packages()
+    found = kit_imports(ROOT, product_packages())
+    assert not found, f"clikit must stand alone: {sorted(found)}"
+
+
+def test_the_cli_checks_find_a_library_module_that_reaches_into_a_cli(tmp_path: Path) -> None:
+    for package in ("pkg", "pkg/cli", "cli", "clikit"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    files = {
+        "pkg/cli/group.py": "import click\nfrom clikit import errors\n",  # a CLI package
+        "pkg/cli.py": "import click\n",
+        "pkg/run_cli.py": "import click\nfrom pkg.cli import group\n",
+        "pkg/lib.py": "import json\nfrom . import engine\n",  # clean
+        "pkg/engine.py": "def f():\n    from click import BadParameter\n",
+        "pkg/sync.py": "from clikit.progress import steps\n",
+        "pkg/merge.py": "if TYPE_CHECKING:\n    import pkg.run_cli\n",
+        "pkg/assemble.py": "from .cli import group\n",
+        "clikit/errors.py": "import click\nimport json\n",  # clean
+        "clikit/progress.py": "import click\nfrom . import errors\n",  # clean
+        "clikit/options.py": "def f():\n    from pkg import lib\n",
+        "cli/main.py": "import click\nfrom pkg.cli import group\nfrom pkg import lib\n",
+    }
+    for relative, text in files.items():
+        (tmp_path / relative).write_text(text)
+    packages = ["pkg", "cli", "clikit"]
+    assert cli_imports(tmp_path, packages) == {
+        ("pkg.engine", "click"),
+        ("pkg.sync", "clikit.progress"),
+        ("pkg.merge", "pkg.run_cli"),
+        ("pkg.assemble", "pkg.cli.group"),
+    }
+    assert kit_imports(tmp_path, packages) == {("clikit.options", "pkg.lib")}

@@ -11,9 +11,10 @@ weact merge --method linear|ties|dare_ties|tspa --adapter [NAME=]DIR ... --out D
 weact eval nll ...                            (trainers/eval_cli.py)
 
 The registry is `--registry`, else `$WEACT_URL`, as for every `weact` command
-(`registry.cli.options`). With `--publish` it is asked for the capability (and the parent)
+(`clikit.options`). With `--publish` it is asked for the capability (and the parent)
 before training starts, so a registry that does not answer, or a capability it does not
-know, costs no training. Failures are one line on stderr (`registry.cli.errors`).
+know, costs no training. Failures are one line on stderr (`clikit.errors`); progress goes to stderr
+(`clikit.progress`), passed to the library code as its callbacks.
 """
 
 from __future__ import annotations
@@ -27,15 +28,17 @@ from typing import Any
 
 import click
 
-from registry.cli.errors import fail_cleanly
-from registry.cli.options import registry_url_option, token_option
+from clikit.errors import fail_cleanly
+from clikit.options import registry_url_option, token_option
+from registry.errors import RegistryError
+from storage.errors import StorageError
 from trainers.errors import AdapterSpecError, NoSamplesError, TrainerError
 
 logger = logging.getLogger(__name__)
 SHARED = "shared"
 
 
-_fail_cleanly = fail_cleanly(TrainerError)
+_fail_cleanly = fail_cleanly(RegistryError, StorageError, TrainerError)
 """Typed errors (the trainers', the registry client's, storage's) -> one line, exit 1."""
 
 
@@ -86,12 +89,12 @@ def _samples(data: Sequence[Path], backbone: Path, capabilities: set[str] | None
 
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[int, int, float], None]]:
-    """Training steps on stderr (`registry.cli.progress`): a bar with the loss on a terminal,
+    """Training steps on stderr (`clikit.progress`): a bar with the loss on a terminal,
     a line per step when forced elsewhere (`WEACT_PROGRESS=1`), nothing otherwise."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from registry.cli.progress import progress_enabled
+    from clikit.progress import progress_enabled
 
     console = Console(stderr=True)
     if not progress_enabled():
@@ -127,7 +130,7 @@ def _registry_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _publish(directory: Path, capability: str, opts: dict[str, Any]) -> dict[str, Any]:
-    from registry.cli.progress import transfer_progress
+    from clikit.progress import transfer_progress
     from registry.client import RegistryClient
     from trainers.publish import publish_adapter
 
@@ -366,11 +369,12 @@ def merge(
     method: str, adapters: tuple[str, ...], weights: tuple[float, ...], as_json: bool, **opts: Any
 ) -> None:
     """Static-merge baselines: Full Additive (linear), TIES, DARE-TIES into one PEFT adapter."""
+    from clikit.progress import steps
     from trainers.merge import MergeSpec, merge_adapters
 
     paths = list(parse_adapters(adapters, named=False).values())
     spec = MergeSpec(method, tuple(weights) or None, opts["density"], opts["seed"], opts["rank"])
-    out = merge_adapters(paths, opts["out"], spec)
+    out = merge_adapters(paths, opts["out"], spec, steps=steps)
     if as_json:
         merged = {"method": method, "adapters": [str(p) for p in paths], "out": str(out)}
         click.echo(json.dumps(merged, indent=2))

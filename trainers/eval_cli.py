@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from registry.cli.options import registry_url_option, token_option
+from clikit.options import registry_url_option, token_option
 from trainers.cli import _fail_cleanly, _quiet, _samples, parse_adapters
 from trainers.errors import NoSamplesError
 

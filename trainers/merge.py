@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from registry.cli.progress import steps
 from storage.errors import AdapterFormatError, StorageError
 from storage.lora import (
     CONFIG_FILE,
@@ -260,15 +260,26 @@ def _targets(adapters: Sequence[LoraAdapter], modules: Sequence[str]) -> list[st
     return sorted({name for c in configs for name in c.target_list})
 
 
+Steps = Callable[[str, int], AbstractContextManager[Callable[[str], None]]]
+"""`steps(label, total)`: a context whose value is called with each step's name as it begins
+(a CLI passes `clikit.progress.steps`, which shows them on stderr)."""
+
+
 def merge_adapters(
-    paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], spec: MergeSpec
+    paths: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    spec: MergeSpec,
+    *,
+    steps: Steps | None = None,
 ) -> Path:
-    """Merge the adapters at `paths` into a PEFT adapter directory `out`; progress on stderr
-    (`registry.cli.progress`): a step per adapter read, the merge, the write."""
+    """Merge the adapters at `paths` into a PEFT adapter directory `out`; `steps` hears of
+    each adapter read, the merge and the write (silent when None)."""
     from safetensors.torch import save_file
 
     check_empty(out)
-    with steps(f"merge {spec.method}", len(paths) + 2) as step:
+    label = f"merge {spec.method}"
+    total = len(paths) + 2
+    with steps(label, total) if steps else nullcontext(_silent) as step:
         adapters = []
         for p in paths:
             step(f"read {os.fspath(p)}")
@@ -293,3 +304,7 @@ def merge_adapters(
             }
             (tmp / MERGE_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return Path(out)
+
+
+def _silent(name: str) -> None:
+    """The step of a merge nobody watches."""

@@ -91,13 +91,16 @@ def promote_code(demo: Demo) -> None:
 
 
 def start_node(demo: Demo) -> None:
+    from clikit.progress import steps
     from runtime import sync
     from runtime.engines.peft import PeftEngine
 
     assert demo.weights is not None
     created = demo.client("admin").create_token(name=NODE_ID, role="node")
     demo.login(NODE_ID, created["token"])
-    revision, specs = sync.pull_library(demo.client(NODE_ID), "prod", demo.workdir / "node")
+    revision, specs = sync.pull_library(
+        demo.client(NODE_ID), "prod", demo.workdir / "node", steps=steps
+    )
     for spec in specs:
         say(
             f"{spec.version:<9} -> node/{Path(spec.path).name}/ verified, "

@@ -1,9 +1,8 @@
 """`weact` commands of the registry, one module per group (mounted lazily by cli/main.py).
 
-    errors.py    one line on stderr and an exit code for every failure (every package's CLI)
-    options.py   --url / WEACT_URL, --token, --json, and `client_command`
-    output.py    tables or JSON;  tables.py  the tables themselves
-    progress.py  progress of long steps and transfers on stderr (a tty, or WEACT_PROGRESS=1)
+    base.py      `fail_cleanly` for the registry's errors (and the gate's refusal), and
+                 `client_command` (--url/--token/--json, a client and an `Output`)
+    render.py    the registry's tables: adapters, lineage, revisions, gate reports
     server.py    serve (checks the blob store first), db upgrade (the database directly)
     tokens.py    token create|list|revoke (the registry with an admin token, else the database)
     catalog.py   backbone, capability
@@ -13,5 +12,6 @@
     nodes.py     nodes (the fleet: revision served vs channel head, lag, audit, stale)
 
 Every command but those of `server.py` is an HTTP client of a running registry built on
-`registry.client`: a rich table for people, `--json` for scripts.
+`registry.client`: a rich table for people, `--json` for scripts. What every package's CLI
+shares (exit codes, options, output, progress) is `clikit`, outside the registry.
 """

@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 
 import click
 
+from clikit.output import Output
+from clikit.progress import transfer_progress
 from registry import errors
-from registry.cli.options import client_command
-from registry.cli.output import Output
-from registry.cli.progress import transfer_progress
-from registry.cli.tables import render_adapter, render_adapters, render_lineage
+from registry.cli.base import client_command
+from registry.cli.render import render_adapter, render_adapters, render_lineage
 from registry.client import RegistryClient
 
 STATES = ("candidate", "approved", "rejected", "revoked")

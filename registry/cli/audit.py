@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 from rich.console import Group
 
-from registry.cli.errors import CommandError
-from registry.cli.options import client_command
-from registry.cli.output import Output
-from registry.cli.tables import fields, render_rows
+from clikit.errors import CommandError
+from clikit.output import Output
+from clikit.tables import fields, render_rows
+from registry.cli.base import client_command
 from registry.client import RegistryClient
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from registry.cli.options import client_command
-from registry.cli.output import Output
-from registry.cli.tables import fields, render_rows
+from clikit.output import Output
+from clikit.tables import fields, render_rows
+from registry.cli.base import client_command
 from registry.client import RegistryClient
 
 

@@ -7,11 +7,11 @@ from typing import Any, TypeVar
 
 import click
 
+from clikit.errors import UncheckedError
+from clikit.output import Output
 from registry import errors
-from registry.cli.errors import UncheckedError
-from registry.cli.options import client_command
-from registry.cli.output import Output
-from registry.cli.tables import render_gate, render_revision, render_revisions
+from registry.cli.base import client_command
+from registry.cli.render import render_gate, render_revision, render_revisions
 from registry.client import RegistryClient
 
 F = TypeVar("F", bound=Callable[..., Any])

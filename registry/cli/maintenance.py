@@ -20,8 +20,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from registry.cli.errors import UncheckedError
-from registry.cli.options import json_option
+from clikit.errors import UncheckedError
+from clikit.options import json_option
 
 F = TypeVar("F", bound=Callable[..., Any])
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 import click
 from rich.table import Table
 
-from registry.cli.options import client_command
-from registry.cli.output import Output
-from registry.cli.tables import DIGESTS, full, text
+from clikit.output import Output
+from clikit.tables import DIGESTS, full, text
+from registry.cli.base import client_command
 from registry.client import Node, RegistryClient
 
 

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 
 import click
 
-from registry.cli.errors import CommandError, fail_cleanly
+from clikit.errors import CommandError
+from registry.cli.base import fail_cleanly
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -22,9 +22,10 @@ from typing import Any, TypeVar
 
 import click
 
-from registry.cli.errors import fail_cleanly
-from registry.cli.options import json_option, registry_url_option, token_option
-from registry.cli.output import Output
+from clikit.options import json_option, registry_url_option, token_option
+from clikit.output import Output
+from clikit.tables import render_rows
+from registry.cli.base import fail_cleanly
 from registry.cli.server import (
     ROLES,
     database_errors,
@@ -33,7 +34,6 @@ from registry.cli.server import (
     require_schema,
     settings_of,
 )
-from registry.cli.tables import render_rows
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from registry import errors
+from registry.cli.base import describe_error
 from registry.cli.channels import parse_assignments
-from registry.cli.errors import describe_error
 from registry.client import translate
 from storage.errors import DigestMismatchError as StorageDigestMismatch
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import clikit.progress
 from runtime.chat import CHAT_TEMPLATE
 from runtime.errors import BackboneLoadError
 from runtime.models import convert_gguf, load_backbone, smollm2_dir, smollm2_gguf
@@ -44,12 +45,12 @@ def test_smollm2_conversion_round_trip(
     from transformers import AutoTokenizer
 
     monkeypatch.setenv("WEACT_PROGRESS", "1")  # stderr is no terminal here: forced
-    out = smollm2_dir(tmp_path)
+    out = smollm2_dir(tmp_path, steps=clikit.progress.steps)
     steps = [line for line in capsys.readouterr().err.splitlines() if "convert SmolLM2" in line]
     assert [line.split(" ", 4)[3] for line in steps[:-1]] == ["1/3", "2/3", "3/3"]
     assert steps[0] == f"convert SmolLM2: step 1/3 load and dequantise {smollm2_gguf().name}"
     assert steps[-1].startswith("convert SmolLM2: done in ")
-    assert smollm2_dir(tmp_path) == out  # cached: no second conversion
+    assert smollm2_dir(tmp_path, steps=clikit.progress.steps) == out  # cached: no conversion
     assert "convert SmolLM2" not in capsys.readouterr().err
     # a conversion that finishes second (another worker's) keeps the first and cleans up
     assert convert_gguf(smollm2_gguf(), out) == out

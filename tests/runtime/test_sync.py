@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("peft")
 
 from cli.launcher import EmbeddedRegistry  # noqa: E402
+from clikit.progress import steps  # noqa: E402
 from registry import errors  # noqa: E402
 from registry.client import RegistryClient  # noqa: E402
 from runtime.engine import AdapterSpec  # noqa: E402
@@ -108,18 +109,21 @@ def test_the_install_shows_a_step_per_adapter_on_stderr(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Forced (`WEACT_PROGRESS=1`: stderr is no terminal here), each adapter is a step on
-    stderr, nothing on stdout; `WEACT_PROGRESS=0` is silent."""
+    """With the CLI's renderer (`clikit.progress.steps`, forced by `WEACT_PROGRESS=1`:
+    stderr is no terminal here), each adapter is a step on stderr, nothing on stdout;
+    `WEACT_PROGRESS=0` is silent, and so is the library without a renderer."""
     monkeypatch.setenv("WEACT_PROGRESS", "1")
-    revision, specs = pull_library(registry.node, "prod", tmp_path)
+    revision, specs = pull_library(registry.node, "prod", tmp_path, steps=steps)
     out, err = capsys.readouterr()
     assert out == ""
     label = f"install prod revision {revision['revision']}"
     *lines, done = err.splitlines()
     assert lines == [f"{label}: step {i}/3 {s.name}: {s.version}" for i, s in enumerate(specs, 1)]
     assert re.fullmatch(rf"{label}: done in \d+\.\d s", done)
+    assert pull_library(registry.node, "prod", tmp_path)[1] == specs  # no renderer
+    assert capsys.readouterr() == ("", "")
     monkeypatch.setenv("WEACT_PROGRESS", "0")
-    assert pull_library(registry.node, "prod", tmp_path)[1] == specs
+    assert pull_library(registry.node, "prod", tmp_path, steps=steps)[1] == specs
     assert capsys.readouterr() == ("", "")
 
 

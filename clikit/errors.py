@@ -6,14 +6,15 @@
     2  a usage error (click's own: a bad option or argument), and for `weact gate` a check
        that could not run                                   -> `click.UsageError`, `UncheckedError`
 
-`fail_cleanly()` wraps a command so that the typed errors it can meet (those of
-`registry.errors` and `storage.errors`, `OSError`, plus the package's own tree passed as
-`also`: `RuntimeEngineError`, `TrainerError`) become a `CommandError`, which click prints as
-`Error: <one line>`. An error that has more to say (`details`, or the `problems` of an
-adapter that does not fit) says it on request: with `WEACT_DETAILS=1` each line of it goes
-to stderr before the one-line error. The runtime and the trainers use it too (they may
-import the registry's client side); `storage/cli.py` may import nothing of the project and
-keeps the same convention with click alone. Anything else is a bug and keeps its traceback.
+`fail_cleanly(*handled)` wraps a command so that the typed errors it can meet (`OSError`,
+JSON that does not parse, plus the error trees its package passes: `RegistryError`,
+`StorageError`, `RuntimeEngineError`, `TrainerError`) become a `CommandError`, which click
+prints as `Error: <one line>`. An error carrying a string `code` and a `detail` (the
+registry's) reads `<code>: <detail>`; a package whose errors need more passes `describe`
+(the registry CLI describes a gate's refusal by its failing benchmarks). An error that has
+more to say (`details`, or the `problems` of an adapter that does not fit) says it on
+request: with `WEACT_DETAILS=1` each line of it goes to stderr before the one-line error.
+Anything else is a bug and keeps its traceback. This module imports nothing of the project.
 """
 
 from __future__ import annotations
@@ -21,13 +22,10 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
-
-from registry import errors
-from storage.errors import StorageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,13 +48,20 @@ class UncheckedError(CommandError):
     exit_code = EXIT_USAGE
 
 
-def describe_error(exc: BaseException) -> str:
-    """The one-line message of an error a command can run into."""
-    if isinstance(exc, errors.GateFailedError) and isinstance(exc.detail, dict):
-        failing = [c["benchmark"] for c in exc.detail.get("checks", []) if c["verdict"] != "pass"]
-        return f"gate_failed: promotion refused by the gate ({', '.join(failing) or 'no checks'})"
-    if isinstance(exc, errors.RegistryError):
-        return f"{exc.code}: {one_line(exc.detail)}"
+Describer = Callable[[BaseException], str | None]
+"""A package's own wording for some of its errors: the one line, or None for the default."""
+
+
+def describe_error(exc: BaseException, describe: Sequence[Describer] = ()) -> str:
+    """The one-line message of an error a command can run into: the first of `describe`
+    that has one, else `<code>: <detail>` for an error that carries both, else its text."""
+    for describer in describe:
+        described = describer(exc)
+        if described is not None:
+            return described
+    code = getattr(exc, "code", None)
+    if isinstance(code, str) and hasattr(exc, "detail"):
+        return f"{code}: {one_line(exc.detail)}"
     if isinstance(exc, json.JSONDecodeError):
         return f"invalid JSON: {exc}"
     if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
@@ -95,22 +100,19 @@ def details_of(exc: BaseException) -> list[str]:
     return []
 
 
-HANDLED: tuple[type[Exception], ...] = (
-    errors.RegistryError,
-    StorageError,
-    OSError,
-    json.JSONDecodeError,
-)
-"""What any command may fail with, besides its package's own error tree."""
+HANDLED: tuple[type[Exception], ...] = (OSError, json.JSONDecodeError)
+"""What any command may fail with, besides the error trees its package passes."""
 
 
 def fail_cleanly(
-    *also: type[Exception], error: type[CommandError] = CommandError
+    *also: type[Exception],
+    error: type[CommandError] = CommandError,
+    describe: Sequence[Describer] = (),
 ) -> Callable[[F], F]:
     """Turn the errors a command can meet into `error`: one line on stderr, its exit code.
 
-    Catches the typed errors of the registry and storage, `OSError`, JSON that does not
-    parse, and the `also` classes (a package's own error base).
+    Catches `OSError`, JSON that does not parse, and the `also` classes (the error bases of
+    the packages the command calls); `describe` words some of them (see `describe_error`).
     """
     handled = (*HANDLED, *also)
 
@@ -124,7 +126,7 @@ def fail_cleanly(
                 if more and os.environ.get(DETAILS_ENV, "") not in ("", "0"):
                     for line in more:
                         click.echo(f"  {line}", err=True)
-                message = describe_error(exc)
+                message = describe_error(exc, describe)
                 cut = message.endswith("...") or hasattr(exc, "details")
                 if more and cut and not os.environ.get(DETAILS_ENV):
                     message = f"{message} ({len(more)} details: set {DETAILS_ENV}=1)"

@@ -1,4 +1,4 @@
-"""`registry.cli.progress`: when progress shows (a terminal stderr, or `WEACT_PROGRESS`), and
+"""`clikit.progress`: when progress shows (a terminal stderr, or `WEACT_PROGRESS`), and
 what it writes; only ever on stderr."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from registry.cli.progress import PROGRESS_ENV, progress_enabled, steps, transfer_progress
+from clikit.progress import PROGRESS_ENV, progress_enabled, steps, transfer_progress
 
 
 class Terminal(io.StringIO):

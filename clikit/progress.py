@@ -9,8 +9,11 @@ parseable document. Two shapes:
 - `transfer_progress(description)`: bytes of a blob transfer (push, pull): a rich bar on a
   terminal, a line per finished blob when forced elsewhere.
 
-The trainers, the runtime and the evals import it (they may import the registry's client
-side, as for `registry.cli.errors`); it imports nothing of the project.
+Library code never calls them: a library function that has long steps takes a `steps`
+callback of this shape (`pull_library(..., steps=steps)`, `merge_adapters(..., steps=steps)`,
+`smollm2_dir(steps=steps)`), silent when not given, and a transfer takes a byte callback
+(`RegistryClient.push_adapter(..., progress=...)`); the CLI modules pass these. It imports
+nothing of the project.
 """
 
 from __future__ import annotations
@@ -20,12 +23,8 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 import click
-
-if TYPE_CHECKING:
-    from registry.client import ProgressCallback
 
 PROGRESS_ENV = "WEACT_PROGRESS"
 ON = ("1", "true", "yes", "on")
@@ -33,6 +32,9 @@ OFF = ("0", "false", "no", "off")
 
 Step = Callable[[str], None]
 """Called with a step's name as it begins."""
+
+ProgressCallback = Callable[[int, int], None]
+"""Called with the bytes done and the total (0 when unknown) as a transfer goes."""
 
 
 def progress_enabled() -> bool:

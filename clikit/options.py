@@ -4,7 +4,8 @@ One variable names the registry for every command of every package: `WEACT_URL`.
 registry commands take it as `--url`, `weact train` and `weact runtime serve` as
 `--registry`; each reads, in order, the option, `$WEACT_URL`, the deprecated
 `$WEACT_REGISTRY_URL` (with a one-line warning on stderr), then `http://127.0.0.1:8000`.
-A value that is not an http(s) URL is a usage error (exit 2).
+A value that is not an http(s) URL is a usage error (exit 2), worded as the client's own
+check (`registry.client`) words it; this module imports nothing of the project.
 """
 
 from __future__ import annotations
@@ -15,12 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-
-from registry import errors
-from registry.cli.errors import CommandError, fail_cleanly
-from registry.cli.output import Output
-from registry.client import RegistryClient
-from registry.client.transport import check_url
+import httpx
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,9 +27,20 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 
 def registry_url(given: str | None) -> str:
     """The registry URL: `given`, else `$WEACT_URL`, else a deprecated variable, else the
-    default; `InvalidError` if it is not http(s)://HOST[:PORT]."""
+    default; `ValueError` if it is not http(s)://HOST[:PORT]."""
     url = given or os.environ.get(URL_ENV) or _deprecated_env() or DEFAULT_URL
     return check_url(url)
+
+
+def check_url(url: str) -> str:
+    """`url` without a trailing slash, if it is http(s)://HOST[:PORT][/PATH]."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"registry URL {url!r}: {exc}") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ValueError(f"registry URL {url!r}: expected http(s)://HOST[:PORT]")
+    return url.rstrip("/")
 
 
 def _deprecated_env() -> str | None:
@@ -58,7 +65,7 @@ class RegistryUrlOption(click.Option):
 def _resolve(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
     try:
         return registry_url(value)
-    except errors.InvalidError as exc:
+    except ValueError as exc:
         raise click.BadParameter(str(exc), ctx, param) from exc
 
 
@@ -96,21 +103,3 @@ def token_option(*decls: str, help: str = "Bearer token.") -> Callable[[F], F]:
 
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(fn)
-
-
-def client_command(error: type[CommandError] = CommandError) -> Callable[[F], F]:
-    """Add --url/--token/--json and call the command with `client=` and `out=`."""
-
-    def decorate(fn: F) -> F:
-        @registry_url_option("--url", "url")
-        @token_option()
-        @json_option
-        @fail_cleanly(error=error)
-        @functools.wraps(fn)
-        def wrapper(url: str, token: str | None, as_json: bool, **kwargs: Any) -> Any:
-            with RegistryClient(url, token) as client:
-                return fn(client=client, out=Output(as_json), **kwargs)
-
-        return wrapper  # type: ignore[return-value]
-
-    return decorate

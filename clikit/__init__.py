@@ -1,0 +1,13 @@
+"""What every `weact` command shares, whatever package it belongs to.
+
+    errors.py    one line on stderr and an exit code for every failure (`fail_cleanly`)
+    options.py   --url / --registry (`$WEACT_URL`), --token, --json
+    output.py    results as rich renderables for people, JSON for scripts (`--json`)
+    tables.py    tables whose digest columns are never cut, generic rows
+    progress.py  progress of long steps and transfers on stderr (a tty, or WEACT_PROGRESS=1)
+
+It imports nothing of the project (as `storage`): a package's CLI passes in the error types
+its commands can meet and, where one needs more than its `code` and `detail`, a describer.
+Library code never imports it: it reports progress through a callback that a CLI fills
+with `progress.steps` or `progress.transfer_progress`.
+"""

@@ -1,0 +1,64 @@
+"""What the registry's commands add to `clikit`: their errors, and the client commands.
+
+`fail_cleanly` is `clikit.errors.fail_cleanly` catching the registry's and storage's typed
+errors too, and describing a gate's refusal by the benchmarks that did not pass;
+`client_command` gives a command --url/--token/--json and calls it with a `RegistryClient`
+and an `Output`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from clikit import errors as kit
+from clikit.errors import CommandError
+from clikit.options import json_option, registry_url_option, token_option
+from clikit.output import Output
+from registry import errors
+from registry.client import RegistryClient
+from storage.errors import StorageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+HANDLED: tuple[type[Exception], ...] = (errors.RegistryError, StorageError)
+"""What a registry command may fail with, besides clikit's own (`OSError`, bad JSON)."""
+
+
+def describe_gate(exc: BaseException) -> str | None:
+    """A gate's refusal, named by the benchmarks that did not pass (its detail is the report)."""
+    if isinstance(exc, errors.GateFailedError) and isinstance(exc.detail, dict):
+        failing = [c["benchmark"] for c in exc.detail.get("checks", []) if c["verdict"] != "pass"]
+        return f"gate_failed: promotion refused by the gate ({', '.join(failing) or 'no checks'})"
+    return None
+
+
+def describe_error(exc: BaseException) -> str:
+    """The one line a registry command prints for `exc`."""
+    return kit.describe_error(exc, (describe_gate,))
+
+
+def fail_cleanly(
+    *also: type[Exception], error: type[CommandError] = CommandError
+) -> Callable[[F], F]:
+    """`clikit.errors.fail_cleanly` for the registry's and storage's errors, and `also`."""
+    return kit.fail_cleanly(*HANDLED, *also, error=error, describe=(describe_gate,))
+
+
+def client_command(error: type[CommandError] = CommandError) -> Callable[[F], F]:
+    """Add --url/--token/--json and call the command with `client=` and `out=`."""
+
+    def decorate(fn: F) -> F:
+        @registry_url_option("--url", "url")
+        @token_option()
+        @json_option
+        @fail_cleanly(error=error)
+        @functools.wraps(fn)
+        def wrapper(url: str, token: str | None, as_json: bool, **kwargs: Any) -> Any:
+            with RegistryClient(url, token) as client:
+                return fn(client=client, out=Output(as_json), **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
