@@ -33,7 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from registry.cli.progress import steps
-from registry.client import ADAPTER_FILES, LibraryEntry, Node, RegistryClient, Revision
+from registry.client import (
+    ADAPTER_FILES,
+    LibraryEntry,
+    Node,
+    RegistryClient,
+    Revision,
+)
 from runtime import verified
 from runtime.engine import AdapterSpec, AuditReport
 
