@@ -3,7 +3,8 @@
 Only `registry.client` is used (HTTP); the runtime never imports the registry's database,
 services or API. `pull_library` resolves a channel's current revision and makes each of its
 adapters a local PEFT directory `dest/<capability>@<version>/`, every file verified against
-the registry's blob digest (an adapter already there and verified is not downloaded again).
+the registry's blob digest while it streams in (an adapter already there and verified is
+neither downloaded nor hashed again: `runtime.verified`).
 The returned `AdapterSpec`s carry the registry's manifest roots, so `PeftEngine` refuses
 weights whose root differs from what the registry approved.
 
@@ -38,9 +39,8 @@ from registry.client import (
     Node,
     RegistryClient,
     Revision,
-    sha256_of_file,
 )
-from registry.errors import DigestMismatchError
+from runtime import verified
 from runtime.engine import AdapterSpec, AuditReport
 
 logger = logging.getLogger(__name__)
@@ -92,30 +92,26 @@ def library_order(revision: Revision) -> list[str]:
 
 
 def pull_entry(client: RegistryClient, entry: LibraryEntry, dest: Path) -> Path:
-    """`dest/<name>/` holding the entry's files, verified; pulled only when not already so."""
+    """`dest/<name>/` holding the entry's files, verified; pulled only when not already so.
+
+    Each file is hashed once, while it streams in, against the digest the library names;
+    a copy already installed is trusted from the node's record (`runtime.verified`) and
+    hashed again only when a file changed on disk since.
+    """
     target = dest / entry["name"]
-    if is_verified(target, entry["files"]):
+    if verified.is_verified(target, entry["files"], ADAPTER_FILES):
         logger.debug("adapter %s already pulled and verified", entry["name"])
         return target
     dest.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{entry['name']}.", dir=dest))
     try:
-        pulled = client.pull_adapter(entry["adapter_id"], staging / "adapter")
-        if not is_verified(pulled, entry["files"]):  # the adapter row names the same blobs
-            raise DigestMismatchError(f"{entry['name']}: pulled files differ from the library")
+        pulled = client.pull_files(entry["files"], staging / "adapter")
+        verified.record(pulled, entry["files"], ADAPTER_FILES)
         _replace(target, pulled)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     logger.info("pulled %s into %s", entry["name"], target)
     return target
-
-
-def is_verified(directory: Path, files: Mapping[str, str]) -> bool:
-    """Whether `directory` holds every adapter file with the expected sha256."""
-    try:
-        return all(sha256_of_file(directory / name) == files[name] for name in ADAPTER_FILES)
-    except (OSError, KeyError):
-        return False
 
 
 def _replace(target: Path, new: Path) -> None:

@@ -142,9 +142,23 @@ class RegistryClient(Endpoints):
         be empty. On any failure `to_dir` is left as it was.
         """
         adapter = self.get_adapter(adapter_id)
+        return self.pull_files(adapter["files"], to_dir, progress)
+
+    def pull_files(
+        self,
+        files: Mapping[str, str],
+        to_dir: str | os.PathLike[str],
+        progress: ProgressCallback | None = None,
+    ) -> Path:
+        """Download the blobs `files` names (file name -> digest) into `to_dir`, atomically.
+
+        Each file is verified against its digest while it streams (nothing hashes it again:
+        a file in place is one whose bytes matched); `to_dir` must not exist or be empty, and
+        is left as it was on any failure.
+        """
         target = Path(to_dir)
         with staged_directory(target) as staging:
-            for name, digest in sorted(adapter["files"].items()):  # the card, training.json too
+            for name, digest in sorted(files.items()):  # the card, training.json too
                 if name in (".", "..") or Path(name).name != name or "\\" in name:
                     raise errors.UnexpectedResponseError(f"adapter file name {name!r}")
                 self.download_blob(digest, staging / name, progress)

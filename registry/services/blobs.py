@@ -1,10 +1,10 @@
 """Blobs: spool an upload while hashing it, then hand it to the store; stream or presign.
 
-Serving: a blob is read through once and verified before the first byte goes out, so a
-tampered blob is answered with ``digest_mismatch`` (and an audit event), never sent. Blobs
-up to ``SERVE_FROM_MEMORY`` are then sent from that one read; larger ones are read again
-while they stream (still verified at EOF: a blob altered between the two reads breaks the
-stream off, which a client sees as an incomplete transfer).
+Serving reads and hashes each byte once. A blob under ``SERVE_FROM_MEMORY`` is read whole
+and verified before the first byte goes out, so a tampered one is answered with
+``digest_mismatch`` (and an audit event), never sent. A larger one is hashed while it
+streams, its last piece held back until the digest is checked: a tampered one is audited and
+its transfer broken off short of its ``Content-Length``, so no client takes it for whole.
 
 Every PUT records a lease (``blob_leases.put_at``): ``weact gc`` spares a blob for its
 grace period after its last PUT, the window in which a registration may still claim it.
@@ -13,8 +13,9 @@ grace period after its last PUT, the window in which a registration may still cl
 from __future__ import annotations
 
 import hashlib
+import logging
 import tempfile
-from collections.abc import AsyncIterable, Iterator
+from collections.abc import AsyncIterable, Callable, Iterator
 from typing import IO
 
 from sqlalchemy.orm import Session
@@ -27,6 +28,8 @@ from registry.services.gc import guard_blobs
 from registry.services.retry import with_retries
 from storage import BlobNotFoundError, BlobStore, is_sha256
 from storage import DigestMismatchError as StorageDigestMismatch
+
+logger = logging.getLogger(__name__)
 
 SPOOL_MEMORY_BYTES = 4 * 1024 * 1024
 SERVE_FROM_MEMORY = 8 * 1024 * 1024
@@ -111,38 +114,63 @@ def presigned_url(
     return store.presigned_url(digest, expires=expires)
 
 
-def iter_blob(*, store: BlobStore, digest: str) -> Iterator[bytes]:
-    """Stream a blob's bytes, verified as they are read."""
-    with store.open(digest) as fh:
-        while chunk := fh.read(READ_CHUNK):
-            yield chunk
+def iter_blob(
+    *,
+    store: BlobStore,
+    digest: str,
+    on_corrupt: Callable[[DigestMismatchError], None] | None = None,
+) -> Iterator[bytes]:
+    """Stream a blob's bytes, hashed once as they are read, holding the last piece back
+    until the digest is checked: a corrupted blob is never sent whole.
+
+    On a mismatch `on_corrupt` gets the ``DigestMismatchError`` (to audit it), which is
+    then raised: the response breaks off short of its ``Content-Length``, so a client sees
+    an incomplete transfer, whatever it checks.
+    """
+    try:
+        with store.open(digest) as fh:
+            held = fh.read(READ_CHUNK)
+            while held:
+                following = fh.read(READ_CHUNK)  # the read that reaches EOF checks the digest
+                yield held
+                held = following
+    except StorageDigestMismatch as exc:
+        error = _corrupted(digest, exc)
+        logger.error("blob %s is corrupted (hashes to %s): transfer broken off", digest, exc.actual)
+        if on_corrupt is not None:
+            on_corrupt(error)
+        raise error from exc
 
 
 def read_verified(
     *, store: BlobStore, digest: str, keep_below: int = SERVE_FROM_MEMORY
 ) -> bytes | None:
-    """Read a whole blob, verifying it; its bytes when smaller than ``keep_below``.
+    """A blob smaller than ``keep_below``, read once and verified before a byte is sent;
+    None for a larger one, which `iter_blob` verifies as it streams (nothing is read here).
 
     ``DigestMismatchError`` (with ``expected`` and ``actual``) when the stored bytes no
     longer hash to their digest; ``NotFoundError`` when the blob is gone.
     """
     check_digest(digest)
     try:
-        if store.size(digest) < keep_below:
-            with store.open(digest) as fh:
-                return fh.read()
-        store.verify(digest)  # hashed straight from the read buffers, nothing kept
+        if store.size(digest) >= keep_below:
+            return None
+        with store.open(digest) as fh:
+            return fh.read()
     except StorageDigestMismatch as exc:
-        raise DigestMismatchError(
-            {
-                "message": f"stored blob {digest} is corrupted: its bytes hash differently",
-                "expected": exc.expected,
-                "actual": exc.actual,
-            }
-        ) from exc
+        raise _corrupted(digest, exc) from exc
     except BlobNotFoundError as exc:
         raise NotFoundError(f"blob {digest} not found") from exc
-    return None
+
+
+def _corrupted(digest: str, exc: StorageDigestMismatch) -> DigestMismatchError:
+    return DigestMismatchError(
+        {
+            "message": f"stored blob {digest} is corrupted: its bytes hash differently",
+            "expected": exc.expected,
+            "actual": exc.actual,
+        }
+    )
 
 
 def record_corruption(

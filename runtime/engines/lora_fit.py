@@ -1,11 +1,12 @@
 """PEFT LoRA directories checked against a backbone without torch, by `storage.lora`.
 
 `check_adapter_dir` reads ``adapter_config.json`` and the manifest of
-``adapter_model.safetensors`` (its tensors hashed: the one hashing of an adapter at load)
-and hands both to `storage.lora.check_adapter`, the one owner of the adapter format (the
-registry's fit check gives the same messages). Problems are appended to the caller's list,
-never raised, so that a whole batch of adapters is validated at once. `adapter_rank` reads
-the config and the safetensors header only, hashing nothing.
+``adapter_model.safetensors`` (its tensors hashed, for an engine that does not load them
+itself) and hands both to `storage.lora.check_adapter`, the one owner of the adapter format
+(the registry's fit check gives the same messages). Problems are appended to the caller's
+list, never raised, so that a whole batch of adapters is validated at once.
+`check_adapter_layout` and `adapter_rank` read the config and the safetensors header only,
+hashing nothing: the reference engine hashes the tensors it has loaded, once.
 The reference engine checks against its ``nn.Linear`` shapes; the vLLM engine, which keeps
 the backbone in a worker process, against the backbone's safetensors headers
 (`backbone_shapes`), and against its ``max_lora_rank`` (`adapter_problems`).
@@ -28,6 +29,7 @@ __all__ = [
     "adapter_rank",
     "backbone_shapes",
     "check_adapter_dir",
+    "check_adapter_layout",
 ]
 
 Shapes = Mapping[str, tuple[int, ...]]
@@ -59,16 +61,24 @@ def check_adapter_dir(
     return _layout(config, manifest, shapes, problems), manifest.root
 
 
-def adapter_rank(path: Path) -> int:
-    """The largest rank of the adapter's modules (0 when it does not check out), from its
-    config and safetensors header: no tensor is read."""
-    problems: list[str] = []
+def check_adapter_layout(
+    path: Path, shapes: Shapes | None, problems: list[str]
+) -> AdapterLayout | None:
+    """The adapter's layout, checked from its config and safetensors header: no tensor is
+    read or hashed (an engine that loads the tensors hashes what it loaded)."""
     config = _read_config(path, problems)
     try:
         tensors = read_header(path / WEIGHTS_FILE).tensors
-    except (OSError, StorageError):
-        return 0
-    layout = _layout(config, tensors, None, problems)
+    except (OSError, StorageError) as exc:
+        problems.append(f"{WEIGHTS_FILE}: {exc}")
+        return None
+    return _layout(config, tensors, shapes, problems)
+
+
+def adapter_rank(path: Path) -> int:
+    """The largest rank of the adapter's modules (0 when it does not check out), from its
+    config and safetensors header: no tensor is read."""
+    layout = check_adapter_layout(path, None, [])
     return max((m.rank for m in layout.modules), default=0) if layout is not None else 0
 
 

@@ -234,6 +234,72 @@ def test_an_oversized_upload_is_refused(
     assert not client.blob_exists(factories.sha256_bytes(src.read_bytes()))
 
 
+def _tamper(tmp_path: Path, digest: str) -> None:
+    """Flip the last byte of a blob in the local store of `make_settings(tmp_path)`."""
+    from storage.local import LocalBlobStore
+
+    path = LocalBlobStore(tmp_path / "blobs").path_of(digest)
+    data = path.read_bytes()
+    path.chmod(0o644)
+    path.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
+
+
+def test_a_large_blob_streams_whole_hashed_once(
+    live: LiveRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past SERVE_FROM_MEMORY a blob is read and hashed once, while it streams."""
+    from registry.services import blobs
+    from storage.local import LocalBlobStore
+
+    src = tmp_path / "big.bin"
+    src.write_bytes(bytes(range(256)) * (blobs.SERVE_FROM_MEMORY // 256 + 4096))
+    client = live.client("alice")
+    digest = client.upload_blob(src)
+    opened: list[str] = []
+    real = LocalBlobStore._open_raw
+    monkeypatch.setattr(LocalBlobStore, "_open_raw", lambda s, d: opened.append(d) or real(s, d))
+
+    out = client.download_blob(digest, tmp_path / "copy.bin")
+
+    assert out.read_bytes() == src.read_bytes()
+    assert opened == [digest]  # one read of the stored bytes: no verification pass first
+
+
+def test_a_tampered_large_blob_is_broken_off_and_audited(
+    live: LiveRegistry, tmp_path: Path
+) -> None:
+    """Its last piece is held back until the digest is checked: no client gets it whole."""
+    from registry.services import blobs
+
+    src = tmp_path / "big.bin"
+    src.write_bytes(bytes(range(256)) * (blobs.SERVE_FROM_MEMORY // 256 + 4096))
+    client = live.client("alice")
+    digest = client.upload_blob(src)
+    _tamper(tmp_path, digest)
+
+    headers = {"Authorization": f"Bearer {live.tokens['reader']}"}
+    with httpx.stream("GET", f"{live.url}/v1/blobs/{digest}", headers=headers) as response:
+        assert response.status_code == 200
+        received = bytearray()
+
+        def read_all() -> None:
+            for chunk in response.iter_raw():
+                received.extend(chunk)
+
+        with pytest.raises(httpx.RemoteProtocolError):
+            read_all()
+    assert len(received) < src.stat().st_size
+    with pytest.raises((errors.TransferError, errors.DigestMismatchError)):
+        client.download_blob(digest, tmp_path / "copy.bin")
+    assert not (tmp_path / "copy.bin").exists()
+    corrupt = [e for e in live.client("reader").list_events(limit=1000)
+               if e["action"] == "blob.corrupt"]  # fmt: skip
+    assert [(e["subject"], e["actor"]) for e in corrupt] == [(f"blob:{digest}", "rita")] + [
+        (f"blob:{digest}", "alice")
+    ]
+    assert live.client("reader").verify_events()["ok"]
+
+
 def test_a_corrupted_download_leaves_nothing(tmp_path: Path) -> None:
     good = b"the real bytes"
     digest = factories.sha256_bytes(good)

@@ -217,6 +217,7 @@ def _calls(tmp_path: Path) -> dict[str, Callable[[RegistryClient], Any]]:
         "reject": lambda c: c.reject(1),
         "revoke": lambda c: c.revoke(1),
         "pull_adapter": lambda c: c.pull_adapter(1, tmp_path / "pulled"),
+        "pull_files": lambda c: c.pull_files({"adapter_config.json": d}, tmp_path / "files"),
         "create_benchmark": lambda c: c.create_benchmark(
             name="b",
             version=1,

@@ -186,3 +186,100 @@ def test_the_engine_refuses_local_weights_whose_root_differs(
 
     with pytest.raises(AdapterLoadError, match="manifest root .* != expected"):
         _engine(tiny_backbone, specs)
+
+
+@pytest.fixture
+def hashed_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The installed files a pull hashes again (a download is hashed while it streams)."""
+    import runtime.verified
+
+    names: list[str] = []
+    real = runtime.verified.sha256_of_file
+
+    def counting(path: Path) -> str:
+        digest = real(path)
+        names.append(Path(path).name)
+        return digest
+
+    monkeypatch.setattr(runtime.verified, "sha256_of_file", counting)
+    return names
+
+
+def test_each_file_is_hashed_once_and_an_installed_one_not_again(
+    registry: Registry, tmp_path: Path, hashed_files: list[str]
+) -> None:
+    _, specs = pull_library(registry.node, "prod", tmp_path)
+    assert hashed_files == []  # verified while it streamed in: not re-read
+    inodes = [(Path(s.path) / "adapter_model.safetensors").stat().st_ino for s in specs]
+
+    assert pull_library(registry.node, "prod", tmp_path)[1] == specs  # the next revision
+    assert hashed_files == []  # the record vouches for files unchanged since
+    assert inodes == [(Path(s.path) / "adapter_model.safetensors").stat().st_ino for s in specs]
+
+
+def test_a_tampered_file_with_its_mtime_put_back_is_still_caught(
+    registry: Registry, tmp_path: Path, hashed_files: list[str]
+) -> None:
+    """Writing moves the ctime, which `utime` cannot put back: the file is hashed again,
+    found wrong and pulled again."""
+    import os
+
+    _, specs = pull_library(registry.node, "prod", tmp_path)
+    weights = Path(specs[1].path) / "adapter_model.safetensors"
+    good, before = weights.read_bytes(), weights.stat()
+    weights.write_bytes(good[:-1] + bytes([good[-1] ^ 0x01]))
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (weights.stat().st_size, weights.stat().st_mtime_ns) == (
+        before.st_size,
+        before.st_mtime_ns,
+    )
+
+    assert pull_library(registry.node, "prod", tmp_path)[1] == specs
+
+    assert hashed_files == ["adapter_model.safetensors"]  # only the changed file is read
+    assert weights.read_bytes() == good
+    hashed_files.clear()
+    pull_library(registry.node, "prod", tmp_path)
+    assert hashed_files == []  # the pulled copy is recorded again
+
+
+def test_the_record_is_newer_than_the_files_it_vouches_for(
+    registry: Registry, tmp_path: Path
+) -> None:
+    """A change in the clock tick of the write would keep the ctime: the record waits for
+    its own mtime to pass the files' ctimes, so any later change is one the record sees."""
+    from runtime.verified import RECORD_FILE
+
+    _, specs = pull_library(registry.node, "prod", tmp_path)
+    for spec in specs:
+        directory = Path(spec.path)
+        record = (directory / RECORD_FILE).stat().st_mtime_ns
+        files = [directory / "adapter_config.json", directory / "adapter_model.safetensors"]
+        assert all(f.stat().st_ctime_ns < record for f in files)
+
+
+def test_a_resident_adapter_is_not_read_again_and_a_new_one_is_hashed_once(
+    registry: Registry, tiny_backbone: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading hashes the tensors it loaded (the root compared with the registry's); a
+    version already resident is kept from memory, which the audit hashes."""
+    import runtime.engines.peft.adapters as adapters
+    import storage.manifest
+
+    _, specs = pull_library(registry.node, "prod", tmp_path)
+    engine = _engine(tiny_backbone, specs[:2])
+    loads: list[int] = []
+    files: list[object] = []
+    real = adapters.manifest_of_resident
+    monkeypatch.setattr(adapters, "manifest_of_resident", lambda t: loads.append(1) or real(t))
+    real_files = storage.manifest.hash_files
+    monkeypatch.setattr(
+        storage.manifest, "hash_files", lambda *a, **k: files.append(a) or real_files(*a, **k)
+    )
+
+    engine.set_library(specs)
+
+    assert (len(loads), files) == (1, [])  # write loaded and hashed once; plan, search not
+    monkeypatch.undo()
+    report = engine.audit()
+    assert report.ok, report.detail

@@ -1,5 +1,5 @@
-"""Content-addressed blobs: PUT streams and verifies, GET verifies then streams (or
-redirects to S3)."""
+"""Content-addressed blobs: PUT streams and verifies, GET streams and verifies, hashing each
+byte once (or redirects to S3)."""
 
 from __future__ import annotations
 
@@ -61,13 +61,20 @@ async def put_blob(digest: str, request: Request, state: StateDep, _actor: Publi
 
 
 def _verified(state: StateDep, actor: Principal, digest: str) -> bytes | None:
-    """Verify the stored bytes before any is sent; a corrupted blob is audited, then 422."""
+    """A small blob's bytes, verified before any is sent (a corrupted one is audited, then
+    422); None for a large one, verified as it streams."""
     try:
         return blobs.read_verified(store=state.store, digest=digest)
     except DigestMismatchError as exc:
-        with state.db.write() as session:
-            blobs.record_corruption(session=session, actor=actor, digest=digest, error=exc)
+        _audit_corruption(state, actor, digest, exc)
         raise
+
+
+def _audit_corruption(
+    state: StateDep, actor: Principal, digest: str, error: DigestMismatchError
+) -> None:
+    with state.db.write() as session:
+        blobs.record_corruption(session=session, actor=actor, digest=digest, error=error)
 
 
 def _blob_response(digest: str, state: StateDep, actor: Principal, *, head: bool) -> Response:
@@ -88,7 +95,11 @@ def _blob_response(digest: str, state: StateDep, actor: Principal, *, head: bool
     data = _verified(state, actor, digest)
     if data is not None:
         return Response(data, headers=headers, media_type="application/octet-stream")
-    stream = blobs.iter_blob(store=state.store, digest=digest)
+    stream = blobs.iter_blob(
+        store=state.store,
+        digest=digest,
+        on_corrupt=lambda error: _audit_corruption(state, actor, digest, error),
+    )
     return StreamingResponse(stream, headers=headers, media_type="application/octet-stream")
 
 

@@ -137,7 +137,12 @@ class PeftEngine(Engine):
         return problems
 
     def _reuse_problems(self, specs: Sequence[AdapterSpec]) -> list[str]:
-        """A spec whose weight key is resident must carry the very same weights."""
+        """A spec whose weight key is resident must carry the very same weights.
+
+        With the expected root given (a registry's spec), it is compared with the root the
+        resident tensors were verified to have when they loaded: the file is not read (what
+        serves is memory, which the audit checks). Without one, the file's root is computed.
+        """
         from storage.errors import StorageError
         from storage.manifest import manifest_of_file
 
@@ -146,12 +151,14 @@ class PeftEngine(Engine):
             known = self._loaded.get(weight_key(spec))
             if known is None:
                 continue
-            try:
-                root = manifest_of_file(Path(spec.path) / WEIGHTS_FILE).root
-            except (OSError, StorageError) as exc:
-                problems.append(f"adapter {spec.name!r}: {exc}")
-                continue
-            if root != known.file_root or spec.manifest_root not in (None, root):
+            root = spec.manifest_root
+            if root is None:
+                try:
+                    root = manifest_of_file(Path(spec.path) / WEIGHTS_FILE).root
+                except (OSError, StorageError) as exc:
+                    problems.append(f"adapter {spec.name!r}: {exc}")
+                    continue
+            if root != known.file_root:
                 problems.append(
                     f"{weight_key(spec)!r} already names weights {known.file_root}; "
                     "new weights need a new version name"
