@@ -52,6 +52,7 @@ from registry.client import RegistryClient
 from runtime.vllm_resolver.settings import TRUE, PluginSettings, api_key_refusal
 
 RESOLVER_NAME = "WeAct registry"
+CHECKED = "WEACT_VLLM_API_KEY_CHECKED"  # set by the server process for its children
 
 
 def process_client(settings: PluginSettings) -> Callable[[], RegistryClient]:
@@ -78,8 +79,10 @@ def register() -> None:
     updating = os.environ.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "").lower() in TRUE
     if not settings.registry_url or not updating:
         return
-    if why := api_key_refusal(os.environ, sys.argv):
-        raise SystemExit(why)
+    if os.environ.get(CHECKED) is None:  # the first process: the server's own command line
+        if why := api_key_refusal(os.environ, sys.argv):
+            raise SystemExit(why)
+        os.environ[CHECKED] = "1"  # vLLM's helper processes have other command lines
     from vllm.lora.resolver import LoRAResolverRegistry
 
     from runtime.vllm_resolver import follower, integrity, served, server, source
