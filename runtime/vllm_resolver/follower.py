@@ -186,6 +186,8 @@ class ServedFollower:
             if newer is None:
                 continue
             after = int(newer["revision"])
+            # the resolver's reads must not go back behind what the long-poll answered
+            self.client().seen.saw(channel, after)
             logger.info("channel %r moved to revision %d", channel, after)
             heads = heads_of(newer, self.table.snapshot().values())
             await asyncio.to_thread(self.check, heads)

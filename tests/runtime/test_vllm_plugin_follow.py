@@ -5,6 +5,7 @@ heartbeat, and the load check's decisions (refuse, report, re-pull, retry)."""
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,3 +175,29 @@ def test_every_load_is_checked_a_mismatch_is_refused_reported_and_pulled_again(
     shutil.copytree(tmp_path / other["name"], elsewhere)
     with pytest.raises(IntegrityRefused, match="not the plugin's library"):
         verifier.load(version, str(elsewhere), lambda: _vllm_like_load(verifier, elsewhere))
+
+
+def test_the_follower_long_polls_the_channels_served(world: World, tmp_path: Path) -> None:
+    old, new = world.push("pwrite", 41), world.push("pwrite", 42)
+    world.promote(pwrite=old)
+    node, table = world.node(), ServedTable()
+    source = RegistrySource(node, tmp_path)
+    table.add(source.resolve(str(world.backbone), "prod/pwrite")[0])
+    dropped: list[Mapping[str, ServedName]] = []
+    follower = ServedFollower(
+        lambda: node, table, dropped.append, mode="no", library_dir=tmp_path,
+        node_id="vllm-unit-3", channel="prod", check_s=0.2, wait_s=5, heartbeat_s=60,
+    )  # fmt: skip
+    follower.start()
+    try:
+        time.sleep(1.0)  # the long-poll is waiting
+        world.promote(pwrite=new)
+        start = time.monotonic()
+        while not dropped:
+            assert time.monotonic() - start < 2.0, "the channel name was not dropped in 2 s"
+            time.sleep(0.02)
+    finally:
+        follower.stop()
+    assert set(dropped[0]) == {"prod/pwrite"}
+    # the resolver's next read is never older than what the long-poll saw
+    assert source.resolve(str(world.backbone), "prod/pwrite")[0].version == new["name"]
