@@ -83,6 +83,7 @@ class Server:
         return response.model, list(response.choices[0].model_extra["token_ids"])
 
     def served_names(self) -> set[str]:
+        """The LoRAs vLLM lists: the version each served name is bound to."""
         return {m.id for m in self.client.models.list().data}
 
     def post(self, path: str, body: dict[str, Any], key: str | None = API_KEY) -> httpx.Response:
@@ -260,11 +261,8 @@ def test_promote_and_rollback_repoint_the_channel_name(world: World, server: Ser
         else:
             world.approver.rollback("prod", to_revision=1)  # write@1 again
         start = time.monotonic()
-        until(lambda: "prod/write" not in server.served_names())
-        world.timings[f"promote-to-unlisted {target} s"] = dropped = time.monotonic() - start
-        assert server.complete("prod/write", max_tokens=1).model == target
+        until(lambda t=target: server.complete("prod/write", max_tokens=1).model == t, every=0.05)
         world.timings[f"promote-to-serve {target} s"] = served = time.monotonic() - start
-        assert dropped < SLO_S, dropped
         assert served < SLO_S, served
 
 
@@ -272,7 +270,7 @@ def test_revoke_stops_the_version_and_channel_names_and_in_flight_finishes(
     world: World, server: Server
 ) -> None:
     assert server.tokens("write@1")[0] == "write@1"
-    assert {"write@1", "prod/write"} <= server.served_names()
+    assert server.tokens("prod/write")[0] == "write@1"
     stream = server.client.completions.create(
         model="write@1", prompt=PROMPT, max_tokens=48, temperature=0, stream=True,
         extra_body={"ignore_eos": True},
@@ -282,7 +280,8 @@ def test_revoke_stops_the_version_and_channel_names_and_in_flight_finishes(
     rest.start()
     world.approver.revoke(world.adapters["write@1"]["id"], reason="test")
     start = time.monotonic()
-    until(lambda: not {"write@1", "prod/write"} & server.served_names())
+    # /v1/models lists each served name's LoRA by its version name: write@1 for both
+    until(lambda: "write@1" not in server.served_names())
     world.timings["revoke-to-unlisted s"] = time.monotonic() - start
     assert refused(server, "write@1")
     assert refused(server, "prod/write")
