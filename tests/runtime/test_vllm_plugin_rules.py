@@ -3,6 +3,7 @@ the start-up refusal, settings."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,20 @@ def test_settings_fall_back_to_the_cli_registry_and_default_to_no_candidates(
     monkeypatch.setenv("WEACT_VLLM_SERVE_CANDIDATES", "yes")
     with pytest.raises(ValueError, match="evaluation"):
         PluginSettings()
+
+
+def test_the_plugin_refuses_the_server_start_once_and_only_where_it_matters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from runtime.vllm_resolver import CHECKED, register
+
+    monkeypatch.delenv(CHECKED, raising=False)
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    monkeypatch.setenv("WEACT_VLLM_REGISTRY_URL", "http://registry:8000")
+    monkeypatch.setattr("sys.argv", ["api_server", "--model", "m"])
+    monkeypatch.setenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "false")
+    register()  # vLLM never asks resolvers then: the plugin does nothing, refuses nothing
+    monkeypatch.setenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "true")
+    with pytest.raises(SystemExit, match="refusing to start.*--api-key"):
+        register()
+    assert CHECKED not in os.environ
