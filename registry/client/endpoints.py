@@ -250,6 +250,11 @@ class Endpoints(ChannelEndpoints):
         body = {"channel": channel, "revision": revision, "audit": dict(audit), **(status or {})}
         return cast(Node, self._post(f"/nodes/{node_id}/heartbeat", body))
 
+    def report_node_event(self, node_id: str, *, kind: str, adapter: str, detail: str) -> Event:
+        """An audit event from the node itself (`integrity.refused`: weights failed at load)."""
+        body = {"kind": kind, "adapter": adapter, "detail": detail}
+        return cast(Event, self._post(f"/nodes/{node_id}/events", body))
+
     def list_nodes(self) -> list[Node]:
         return cast(list[Node], self._get("/nodes"))
 

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from registry.audit import append_event
 from registry.db.convert import to_node
 from registry.db.models import SqlNode, utcnow
-from registry.domain import Node, Principal
+from registry.domain import Event, Node, Principal
 from registry.names import check_name, check_node_id
 from registry.services.retry import with_retries
 from registry.services.tokens import bind_node
@@ -66,6 +66,22 @@ def heartbeat(
             payload={"channel": channel, "revision": revision, "audit": audit, "stale": stale},
         )
     return to_node(row)
+
+
+def report_event(
+    *, session: Session, actor: Principal, node_id: str, kind: str, adapter: str, detail: str
+) -> Event:
+    """A node's own report of something it refused (e.g. weights that failed their check at
+    load): one audit event `node.<kind>` on `node:<id>`, under the node's bound token."""
+    check_node_id(node_id)
+    bind_node(session=session, actor=actor, node_id=node_id)
+    return append_event(
+        session,
+        actor=actor.name,
+        action=f"node.{kind}",
+        subject=f"node:{node_id}",
+        payload={"adapter": adapter, "detail": detail},
+    )
 
 
 def list_nodes(*, session: Session) -> list[Node]:

@@ -39,3 +39,17 @@ def test_registry_imports_no_ml_stack() -> None:
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_node_reports_a_refused_load_as_an_audit_event(world: World) -> None:
+    api = world.api
+    body = {"kind": "integrity.refused", "adapter": "write@2", "detail": "root aa != bb"}
+    event = api.ok("POST", "/nodes/vllm-1/events", "node", json=body)
+    assert (event["action"], event["subject"]) == ("node.integrity.refused", "node:vllm-1")
+    assert event["payload"] == {"adapter": "write@2", "detail": "root aa != bb"}
+    assert api.ok("GET", "/events/verify", "reader")["ok"]
+    # the node token is bound to vllm-1 now: it cannot report as another node
+    api.fails(403, "forbidden", "POST", "/nodes/vllm-2/events", "node", json=body)
+    api.fails(403, "forbidden", "POST", "/nodes/vllm-1/events", "reader", json=body)
+    api.fails(422, "invalid", "POST", "/nodes/vllm-1/events", "node",
+             json={**body, "kind": "anything"})  # fmt: skip
