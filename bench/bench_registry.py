@@ -46,10 +46,10 @@ from factories import (  # noqa: E402
     write_backbone,
 )
 
-from cli.launcher import embedded_registry  # noqa: E402
 from registry.db.migrate import upgrade  # noqa: E402
 from registry.db.session import Database  # noqa: E402
 from registry.domain import Principal, Role  # noqa: E402
+from registry.launcher import embedded_registry  # noqa: E402
 from registry.services import adapters, backbones, capabilities, channels, lifecycle, tokens  # noqa: E402
 from storage import BlobStore, open_store  # noqa: E402
 

@@ -23,7 +23,7 @@ import httpx
 import pytest
 from vllm_support import QUESTIONS, chat_prompt, corrupt, divergence, publish, wait_healthy
 
-from cli.launcher import embedded_registry, free_port
+from registry.launcher import embedded_registry, free_port
 from storage.manifest import manifest_of_file
 
 pytestmark = pytest.mark.vllm

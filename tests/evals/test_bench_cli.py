@@ -7,9 +7,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from cli.launcher import embedded_registry, weact_command
 from evals.manifest import verified_manifest
 from evals.questions import KINDS
+from registry.launcher import embedded_registry, weact_command
 
 SIZES = ("--train", "2", "--dev", "1", "--test", "3")
 

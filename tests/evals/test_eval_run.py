@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli.launcher import embedded_registry
 from cli.main import app
 from evals.suite import Suite
 from evals.trajectories import CAPABILITIES
 from registry.client import RegistryClient
+from registry.launcher import embedded_registry
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 import httpx
 from harness import Harness, make_tokens
 
-from cli.launcher import EmbeddedRegistry
 from registry.db.session import Database
+from registry.launcher import EmbeddedRegistry
 from registry.services.fsck import fsck
 from storage import open_store
 

@@ -20,8 +20,8 @@ from live import assert_consistent, at_once, live_harness, statuses
 from support.fleet import PostgresUnavailable, Seeded, fresh_pg_database, registry_processes
 from support.long_polls import poll_in_thread
 
-from cli.launcher import embedded_registry
 from registry.client import RegistryClient
+from registry.launcher import embedded_registry
 
 ROUNDS = 25
 

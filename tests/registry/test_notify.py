@@ -24,8 +24,8 @@ from support.fleet import (
 )
 from support.long_polls import poll_in_thread, wait_for_polls
 
-from cli.launcher import EmbeddedRegistry, embedded_registry
 from registry.api.notify import ChannelNotifier
+from registry.launcher import EmbeddedRegistry, embedded_registry
 
 # -- the in-process notifier -------------------------------------------------------------
 

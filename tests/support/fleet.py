@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cli.launcher import EmbeddedRegistry, embedded_registry
 from registry.client import RegistryClient
+from registry.launcher import EmbeddedRegistry, embedded_registry
 
 PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432"
 
