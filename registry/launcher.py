@@ -1,4 +1,7 @@
-"""A real registry in a child process: `weact serve` on a free port, for the demo and tests.
+"""A real registry in a child process: `weact serve` on a free port, with its first token.
+
+What a local session needs a registry for (`weact demo`, the continual step of
+`python -m evals.reproduce`, the benchmarks under bench/, the tests) starts it here.
 
 `embedded_registry(workdir)` starts the `weact` console script of this interpreter, waits for
 `/v1/healthz` and stops the server when the block exits. What is not given runs on serve's
