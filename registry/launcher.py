@@ -143,3 +143,21 @@ def wait_until_healthy(
                     return
             time.sleep(pause)
     raise RuntimeError(f"{what} not healthy after {timeout} s:\n{log.read_text()[-3000:]}")
+
+
+@contextlib.contextmanager
+def registry_processes(
+    workdir: Path, count: int, database_url: str, store_url: str
+) -> Iterator[list[EmbeddedRegistry]]:
+    """`count` `weact serve` processes (one worker each) on one database and one blob store,
+    as registry replicas behind a load balancer; each keeps its log in `workdir/registry-i`.
+    """
+    with contextlib.ExitStack() as stack:
+        servers = []
+        for i in range(count):
+            directory = workdir / f"registry-{i}"
+            directory.mkdir(parents=True, exist_ok=True)
+            servers.append(
+                stack.enter_context(embedded_registry(directory, database_url, store_url))
+            )
+        yield servers
