@@ -40,8 +40,8 @@ from registry.api.schemas import RevisionPublic
 from registry.db.migrate import check_current
 from registry.db.session import Database
 from registry.domain import NodeStatus, RegistryStats, Revision
-from registry.services.fleet import fleet_status
-from registry.services.reads import ChannelReads, TokenReads
+from registry.services.fleet_health import fleet_status
+from registry.services.read_cache import ChannelReads, TokenReads
 from registry.services.stats import registry_stats
 from registry.settings import Settings
 from storage import BlobStore, open_store

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from registry.api.deps import NodeRole, Reader, StateDep
 from registry.api.responses import READ, errors
 from registry.api.schemas import HeartbeatIn, NodePublic
-from registry.services import fleet, nodes
+from registry.services import fleet_health, heartbeats
 
 router = APIRouter(tags=["nodes"])
 
@@ -19,7 +19,7 @@ router = APIRouter(tags=["nodes"])
 )
 def post_heartbeat(node_id: str, body: HeartbeatIn, state: StateDep, actor: NodeRole) -> NodePublic:
     with state.db.write() as session:
-        node = nodes.heartbeat(
+        node = heartbeats.heartbeat(
             session=session,
             actor=actor,
             node_id=node_id,
@@ -30,10 +30,10 @@ def post_heartbeat(node_id: str, body: HeartbeatIn, state: StateDep, actor: Node
             stale=body.stale,
             lag=body.lag,
         )
-        return NodePublic.of(fleet.status_of(session=session, node=node))
+        return NodePublic.of(fleet_health.status_of(session=session, node=node))
 
 
 @router.get("/nodes", response_model=list[NodePublic], responses=errors(*READ))
 def get_nodes(state: StateDep, _reader: Reader) -> list[NodePublic]:
     with state.db.read() as session:
-        return [NodePublic.of(s) for s in fleet.fleet_status(session=session)]
+        return [NodePublic.of(s) for s in fleet_health.fleet_status(session=session)]
