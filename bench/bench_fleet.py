@@ -19,7 +19,7 @@ figure.
     .venv/bin/python bench/bench_fleet.py [--rounds 10] [--cold 3] [--followers 200]
                                           [--hold 60] [--every 3]
 
-Needs PostgreSQL on 127.0.0.1:5432 (the database is created and dropped). Target: a
+Needs PostgreSQL (`--pg-url`; a scratch database is created and dropped). Target: a
 promotion reaches every node in under 1 s plus transfer time.
 """
 
@@ -43,11 +43,18 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from support.fleet import Seeded, fresh_pg_database, registry_processes  # noqa: E402
+from synthetic import (  # noqa: E402
+    Seeded,
+    backbone_manifest_json,
+    scratch_database,
+    write_adapter,
+    write_backbone,
+)
 
 from registry.client import RegistryClient  # noqa: E402
+from registry.db.migrate import upgrade  # noqa: E402
+from registry.launcher import registry_processes  # noqa: E402
 from runtime.follow import ChannelFollower  # noqa: E402
 from runtime.tiny import build_tiny_adapter, build_tiny_backbone  # noqa: E402
 from storage.manifest import manifest_of_path  # noqa: E402
@@ -65,7 +72,21 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--hold", type=float, default=60.0, help="seconds followers are held")
     parser.add_argument("--every", type=float, default=3.0, help="seconds between promotions")
     parser.add_argument("--only", choices=["nodes", "followers"], default=None)
+    parser.add_argument(
+        "--pg-url",
+        default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
+        help="a database of the PostgreSQL server the scratch databases are created on",
+    )
     return parser.parse_args()
+
+
+@contextmanager
+def migrated_database(pg_url: str) -> Iterator[str]:
+    """A scratch database at head before any registry process starts (replicas must not race
+    to migrate)."""
+    with scratch_database(pg_url) as url:
+        upgrade(url)
+        yield url
 
 
 def _wait(check: Callable[[], bool], timeout: float = 60.0) -> float:
@@ -124,7 +145,7 @@ def part_nodes(args: argparse.Namespace, tmp: Path) -> list[tuple[str, list[floa
     rows = []
     for processes in (1, 2):
         with (
-            fresh_pg_database("weact_bench") as database,
+            migrated_database(args.pg_url) as database,
             registry_processes(tmp / f"r{processes}", processes, database, str(tmp / "blobs"))
             as servers,
         ):  # fmt: skip
@@ -208,12 +229,10 @@ async def _hold(
 
 
 def part_followers(args: argparse.Namespace, tmp: Path) -> list[tuple[str, dict]]:
-    from factories import backbone_manifest_json, write_adapter, write_backbone
-
     rows = []
     for processes in (1, 2):
         with (
-            fresh_pg_database("weact_bench") as database,
+            migrated_database(args.pg_url) as database,
             registry_processes(tmp / f"h{processes}", processes, database, str(tmp / "hb"))
             as servers,
         ):  # fmt: skip
@@ -244,7 +263,6 @@ def _percentile(values: list[float], q: float) -> float:
 
 def main() -> None:
     args = _args()
-    sys.path.insert(0, str(ROOT / "tests" / "registry"))
     print("machine shared and noisy while measured: read ratios, re-measure on a quiet one")
     with tempfile.TemporaryDirectory() as tmp:
         if args.only != "followers":

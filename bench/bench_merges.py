@@ -67,7 +67,7 @@ def main() -> None:
     from runtime.models import smollm2_dir
     from trainers.evaluate import evaluate_nll
     from trainers.lora import LoraSettings, train_lora
-    from trainers.merge import MergeSpec, merge_adapters
+    from trainers.merge import METHODS, MergeSpec, merge_adapters
     from trainers.phases import build_samples
     from trainers.tasks import generate
 
@@ -116,13 +116,10 @@ def main() -> None:
         "backbone (no adapter)": ({}, None),
         "separate adapters (WeAct)": (separate, None),
     }
-    for method in ("linear", "ties", "dare_ties"):
+    for method in METHODS:
         spec = MergeSpec(method, density=args.density, seed=0)
         out = merge_adapters([separate[c] for c in CAPABILITIES], work / f"merge-{method}", spec)
-        name = (
-            "Full Additive (exact sum)" if method == "linear" else method.upper().replace("_", "-")
-        )
-        configs[f"merge: {name}"] = ({}, out)
+        configs[f"merge: {METHODS[method].title}"] = ({}, out)
     configs["shared LoRA, sequential"] = ({}, shared.out)
     rows = {}
     for label, (assignment, default) in configs.items():
@@ -131,7 +128,6 @@ def main() -> None:
         )
         rows[label] = [scores[c].mean for c in CAPABILITIES]
     _print_table(rows)
-    print("TSPA: not run (its algorithm could not be pinned down from public sources).")
     print(f"total {time.perf_counter() - started:.0f} s; artifacts in {work}")
 
 

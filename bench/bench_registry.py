@@ -26,7 +26,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -36,20 +35,19 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "registry"))
 
-
-from factories import (  # noqa: E402
+from synthetic import (  # noqa: E402
     adapter_files,
     backbone_manifest_json,
+    scratch_database,
     write_adapter,
     write_backbone,
 )
 
-from cli.launcher import embedded_registry  # noqa: E402
 from registry.db.migrate import upgrade  # noqa: E402
 from registry.db.session import Database  # noqa: E402
 from registry.domain import Principal, Role  # noqa: E402
+from registry.launcher import embedded_registry  # noqa: E402
 from registry.services import adapters, backbones, capabilities, channels, lifecycle, tokens  # noqa: E402
 from storage import BlobStore, open_store  # noqa: E402
 
@@ -228,19 +226,8 @@ def _database(kind: str, tmp: Path, pg_url: str) -> Iterator[str]:
     if kind == "sqlite":
         yield f"sqlite:///{tmp / 'registry.db'}"
         return
-    from sqlalchemy import create_engine
-    from sqlalchemy.engine import make_url
-
-    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    name = f"weact_bench_{uuid.uuid4().hex[:10]}"
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
+    with scratch_database(pg_url) as url:
+        yield url
 
 
 def _bench(kind: str, args: argparse.Namespace) -> dict[str, object]:

@@ -38,10 +38,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("trainers.cli:train", "Phase-wise LoRA training."),
     "merge": ("trainers.cli:merge", "Static-merge baselines."),
     "eval": ("evals.cli:eval_", "Evaluations: list them, masked NLL of adapters."),
-    "bench": ("evals.cli:bench", "Generate and verify offline benchmark suites."),
+    "suite": ("evals.cli:suite", "Generate and verify offline benchmark suites."),
     "benchmark": ("evals.registry_cli:benchmark", "Define and list benchmarks in the registry."),
     "demo": ("cli.demo:demo", "Run the end-to-end demo on embedded defaults."),
 }
+
+# Old spellings: they still run, and `weact --help` no longer lists them.
+HIDDEN_ALIASES: dict[str, str] = {"bench": "suite"}
 
 
 class LazyGroup(click.Group):
@@ -49,6 +52,7 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd_name = HIDDEN_ALIASES.get(cmd_name, cmd_name)
         if cmd_name not in COMMANDS:
             return None
         target, _ = COMMANDS[cmd_name]

@@ -1,7 +1,9 @@
-"""`weact bench` (benchmark suites) and `weact eval` (evaluations), mounted by cli/main.py.
+"""`weact suite` (offline benchmark suites, files on disk) and `weact eval` (evaluations),
+mounted by cli/main.py. (`weact benchmark` is a benchmark's record in a registry:
+evals/registry_cli.py; `weact bench`, the old name of `weact suite`, stays a hidden alias.)
 
-weact bench generate --suite research --seed S --out DIR [--train N --dev N --test N] [--json]
-weact bench verify DIR [--json]
+weact suite generate --suite research --seed S --out DIR [--train N --dev N --test N] [--json]
+weact suite verify DIR [--json]
 weact eval run --suite DIR --backbone B --adapter CAP=DIR ... --results FILE [--post ...]
 weact eval list [--benchmark NAME]           (registry)
 weact eval nll ...                            (the trainers' masked NLL, see trainers/eval_cli.py)
@@ -45,11 +47,11 @@ def _print(summary: dict[str, Any], as_json: bool) -> None:
 
 
 @click.group()
-def bench() -> None:
-    """Generate and verify benchmark suites."""
+def suite() -> None:
+    """Generate and verify offline benchmark suites."""
 
 
-@bench.command()
+@suite.command()
 @click.option("--suite", "name", default="research", show_default=True)
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
@@ -73,7 +75,7 @@ def generate(name: str, seed: int, out: Path, as_json: bool, **sizes: int) -> No
     _print(_summary(suite.manifest(), out, kinds), as_json)
 
 
-@bench.command()
+@suite.command()
 @click.argument("path", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
 def verify(path: Path, as_json: bool) -> None:

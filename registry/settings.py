@@ -26,7 +26,7 @@ class Settings(BaseSettings):
     presign_expires_s: int = Field(default=3600, gt=0)
     long_poll_max_s: float = Field(default=60.0, gt=0)
     long_poll_interval_s: float = Field(default=0.5, gt=0)
-    # In-process read caches (registry.services.reads): an entry lives at most this long
+    # In-process read caches (registry.services.read_cache): an entry lives at most this long
     # even if no write is heard of; 0 turns the cache off.
     channel_cache_ttl_s: float = Field(default=5.0, ge=0)
     token_cache_ttl_s: float = Field(default=1.0, ge=0)

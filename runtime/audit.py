@@ -82,13 +82,6 @@ def audit_report(
     return AuditReport(not problems, backbone_root, dict(adapters), "; ".join(problems))
 
 
-def raise_on_mismatch(report: AuditReport) -> AuditReport:
-    """For callers that must refuse to serve: raise AuditMismatchError unless `report.ok`."""
-    if not report.ok:
-        raise AuditMismatchError(report.detail)
-    return report
-
-
 def torch_dtype(dtype: str) -> Any:
     """The torch dtype of a safetensors dtype string."""
     import torch

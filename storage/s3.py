@@ -15,7 +15,6 @@ Integrity is ours: the digest is always computed here, never trusted from the se
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from typing import Any, BinaryIO
@@ -27,7 +26,6 @@ from storage.errors import BlobNotFoundError, StoreUnavailableError, UnknownStor
 from storage.inventory import StoredBlob, TempEntry
 from storage.pipeline import Chunk, Stage
 
-ENDPOINT_ENV = "WEACT_S3_ENDPOINT_URL"
 MIB = 1024 * 1024
 PART_DEPTH = 1
 """Parts queued for upload while one is in flight: memory stays at about
@@ -61,7 +59,6 @@ class S3BlobStore(BaseBlobStore):
         parsed = urlparse(url)
         if parsed.scheme != "s3" or not parsed.netloc:
             raise UnknownStoreError(f"not an s3://bucket/prefix URL: {url!r}")
-        options.setdefault("endpoint_url", os.environ.get(ENDPOINT_ENV) or None)
         return cls(parsed.netloc, parsed.path, **options)
 
     @property

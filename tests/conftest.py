@@ -9,7 +9,8 @@ The test-support package `support` (tests/support, on the path through pyproject
   lowered to 256 bytes so that tests can exercise multipart uploads with small blobs.
 - `s3_client` (session): a boto3 S3 client for that server (create buckets, list objects).
 - `s3_store_url`: a fresh, empty bucket on that server, as `s3://<bucket>/blobs`; sets
-  `WEACT_S3_ENDPOINT_URL` so that `storage.open_store(url)` finds the server.
+  `WEACT_S3_ENDPOINT_URL` so that a registry (its `Settings`, `weact serve` children) finds
+  the server; `storage.open_store(url, endpoint_url=...)` is told it explicitly.
 """
 
 from __future__ import annotations

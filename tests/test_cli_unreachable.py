@@ -45,8 +45,8 @@ OFFLINE = {
     "train inspect",
     "train generate",
     "merge",
-    "bench generate",
-    "bench verify",
+    "suite generate",
+    "suite verify",
     "demo",  # starts its own embedded registry
 }
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cli.launcher import free_port
+from registry.launcher import free_port
 
 pytest.importorskip("peft")
 

@@ -7,7 +7,7 @@ weact train --shared [--sequential] --data FILE --backbone PATH --out DIR   (bas
 weact train inspect FILE --backbone PATH [--capability C] [--json]
 weact train generate OUT [--n N] [--seed S] [--phases plan,search,write] [--write-style]
 weact train publish DIR --capability C [--registry URL] --token T [--parent ID] [--label L]
-weact merge --method linear|ties|dare_ties|tspa --adapter [NAME=]DIR ... --out DIR
+weact merge --method linear|ties|dare_ties --adapter [NAME=]DIR ... --out DIR
 weact eval nll ...                            (trainers/eval_cli.py)
 
 The registry is `--registry`, else `$WEACT_URL`, as for every `weact` command
@@ -33,6 +33,7 @@ from clikit.options import registry_url_option, token_option
 from registry.errors import RegistryError
 from storage.errors import StorageError
 from trainers.errors import AdapterSpecError, NoSamplesError, TrainerError
+from trainers.merge import METHODS as MERGE_METHODS
 
 logger = logging.getLogger(__name__)
 SHARED = "shared"
@@ -356,7 +357,7 @@ def publish_cmd(directory: Path, capability: str, as_json: bool, **opts: Any) ->
 
 
 @click.command()
-@click.option("--method", required=True, type=click.Choice(["linear", "ties", "dare_ties", "tspa"]))
+@click.option("--method", required=True, type=click.Choice(list(MERGE_METHODS)))
 @click.option("--adapter", "adapters", multiple=True, required=True, help="[NAME=]DIR (repeat).")
 @click.option("--weight", "weights", multiple=True, type=float, help="One per adapter.")
 @click.option("--density", default=0.5, show_default=True, help="ties / dare_ties: kept fraction.")

@@ -7,7 +7,6 @@ TrainerError
 ├── RootChangedError (+ RuntimeError)    the backbone or a frozen adapter changed in training
 ├── ReplayError (+ ValueError)           publishing data of other capabilities / old data
 ├── MergeError (+ ValueError)            adapters that cannot be merged, unknown method
-│   └── UnsupportedMergeError            a method that is named but not implemented (TSPA)
 └── OutputExistsError (+ FileExistsError) an output directory that is not empty
 """
 
@@ -84,10 +83,6 @@ class ReplayError(TrainerError, ValueError):
 
 class MergeError(TrainerError, ValueError):
     """Adapters that cannot be merged (different backbones, shapes), or bad merge options."""
-
-
-class UnsupportedMergeError(MergeError):
-    """A merge method that is named by the paper but not implemented here."""
 
 
 class OutputExistsError(TrainerError, FileExistsError):

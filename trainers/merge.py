@@ -15,8 +15,12 @@ adds cross terms and is not a sum of deltas):
   the weighted entries that agree with it (disjoint mean).
 - `dare_ties`: like ties, but the trim is DARE's random drop (keep with probability
   `density`, rescale by 1/density), seeded.
-- `tspa`: TSPA ("Two-Stage Parameter Alignment for Multi-LoRA Merging", ACL 2026 Findings)
-  could not be pinned down from public sources here; it raises UnsupportedMergeError.
+
+The methods are one table, `METHODS` (name -> `MergeMethod`: what it is called in the paper,
+which options it reads, the function that merges); the CLI offers its names, and any other
+name is refused with the list. TSPA, the paper's fourth merge baseline, is not offered: its
+algorithm could not be pinned down from public sources. A new method is one function
+`(adapters, weights, spec) -> ({module: (A, B)}, rank)` and one row of the table.
 
 ties / dare_ties deltas are generally not low-rank; they are written back as a LoRA through a
 truncated SVD of rank `rank` (default: the sum of the input ranks, capped by the module's
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,9 +50,8 @@ from storage.lora import (
 )
 from storage.manifest import manifest_of_file
 from trainers.adapter_dir import adapter_dir, check_empty
-from trainers.errors import MergeError, UnsupportedMergeError
+from trainers.errors import MergeError
 
-METHODS = ("linear", "ties", "dare_ties", "tspa")
 MERGE_FILE = "merge.json"
 
 
@@ -199,45 +202,95 @@ class MergeSpec:
     rank: int | None = None
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise MergeError(f"unknown merge method {self.method!r} (one of {', '.join(METHODS)})")
-        if self.method == "tspa":
-            raise UnsupportedMergeError(
-                "TSPA (Two-Stage Parameter Alignment for Multi-LoRA Merging, ACL 2026 Findings) "
-                "is not implemented: its algorithm could not be pinned down from public sources"
-            )
+        method_named(self.method)
         if not 0 < self.density <= 1:
             raise MergeError(f"density must be in (0, 1], got {self.density}")
         if self.rank is not None and self.rank < 1:
             raise MergeError(f"rank must be positive, got {self.rank}")
 
 
-def merged_factors(
-    adapters: Sequence[LoraAdapter], spec: MergeSpec
-) -> tuple[dict[str, tuple[Any, Any]], int]:
-    """({module: (A, B)} at scale 1, rank) of the merge of `adapters`."""
+Factors = dict[str, tuple[Any, Any]]
+MergeFunction = Callable[[Sequence[LoraAdapter], Sequence[float], "MergeSpec"], tuple[Factors, int]]
+
+
+def merge_linear(
+    adapters: Sequence[LoraAdapter], weights: Sequence[float], _spec: MergeSpec
+) -> tuple[Factors, int]:
+    """Full Additive: the exact weighted sum, ranks concatenated."""
+    shapes = _shapes(adapters)
+    summed = _summed_rank(adapters, list(shapes))
+    return {m: additive_factors(adapters, m, weights, summed) for m in shapes}, summed
+
+
+def merge_ties(
+    adapters: Sequence[LoraAdapter], weights: Sequence[float], spec: MergeSpec
+) -> tuple[Factors, int]:
+    return _merge_dense(adapters, spec, lambda deltas, _g: ties(deltas, weights, spec.density))
+
+
+def merge_dare_ties(
+    adapters: Sequence[LoraAdapter], weights: Sequence[float], spec: MergeSpec
+) -> tuple[Factors, int]:
+    return _merge_dense(
+        adapters, spec, lambda deltas, g: dare_ties(deltas, weights, spec.density, g)
+    )
+
+
+def _merge_dense(
+    adapters: Sequence[LoraAdapter], spec: MergeSpec, combine: Callable[[list[Any], Any], Any]
+) -> tuple[Factors, int]:
+    """`combine(deltas, generator)` on each module's dense deltas, back to rank `spec.rank`
+    (default: the summed input ranks) by SVD; one seeded generator for all modules, in
+    sorted module order."""
     import torch
 
+    shapes = _shapes(adapters)
+    rank = spec.rank or _summed_rank(adapters, list(shapes))
+    generator = torch.Generator().manual_seed(spec.seed)
+    out = {}
+    for m, shape in shapes.items():
+        deltas = [ad.delta(m) if m in ad.factors else torch.zeros(shape) for ad in adapters]
+        out[m] = svd_factors(combine(deltas, generator), rank)
+    return out, rank
+
+
+@dataclass(frozen=True)
+class MergeMethod:
+    """One row of the table: the method's name, what the paper calls it, the `MergeSpec`
+    options it reads (besides weights), and the function that merges."""
+
+    name: str
+    title: str
+    options: tuple[str, ...]
+    merge: MergeFunction
+
+
+METHODS: Mapping[str, MergeMethod] = {
+    method.name: method
+    for method in (
+        MergeMethod("linear", "Full Additive", (), merge_linear),
+        MergeMethod("ties", "TIES", ("density", "rank"), merge_ties),
+        MergeMethod("dare_ties", "DARE-TIES", ("density", "seed", "rank"), merge_dare_ties),
+    )
+}
+
+
+def method_named(name: str) -> MergeMethod:
+    """The method called `name`; MergeError naming the offered ones otherwise."""
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise MergeError(f"unknown merge method {name!r} (one of {', '.join(METHODS)})") from None
+
+
+def merged_factors(adapters: Sequence[LoraAdapter], spec: MergeSpec) -> tuple[Factors, int]:
+    """({module: (A, B)} at scale 1, rank) of the merge of `adapters`."""
     if not adapters:
         raise MergeError("nothing to merge")
     weights = list(spec.weights or [1.0] * len(adapters))
     if len(weights) != len(adapters):
         raise MergeError(f"{len(weights)} weights for {len(adapters)} adapters")
-    shapes = _shapes(adapters)
-    summed = _summed_rank(adapters, list(shapes))
-    if spec.method == "linear":
-        return {m: additive_factors(adapters, m, weights, summed) for m in shapes}, summed
-    rank = spec.rank or summed
-    generator = torch.Generator().manual_seed(spec.seed)
-    out = {}
-    for m, shape in shapes.items():
-        deltas = [ad.delta(m) if m in ad.factors else torch.zeros(shape) for ad in adapters]
-        if spec.method == "ties":
-            merged = ties(deltas, weights, spec.density)
-        else:
-            merged = dare_ties(deltas, weights, spec.density, generator)
-        out[m] = svd_factors(merged, rank)
-    return out, rank
+    return method_named(spec.method).merge(adapters, weights, spec)
 
 
 def _config(adapters: Sequence[LoraAdapter], rank: int, modules: Sequence[str]) -> dict[str, Any]:

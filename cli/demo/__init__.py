@@ -1,6 +1,6 @@
 """`weact demo`: the product end to end on embedded defaults, one printed step at a time.
 
-The demo starts `weact serve` as a child process (`cli.launcher`: SQLite + a local blob
+The demo starts `weact serve` as a child process (`registry.launcher`: SQLite + a local blob
 directory in a temp folder, on a free port), then walks the lifecycle through
 `registry.client`: tokens, a backbone, the plan/search/write capabilities, three adapters,
 approval by a second principal, promotion, an updated write++ with lineage, rollback and

@@ -2,7 +2,7 @@
 
 A step is a function of the `Demo`; `run_steps` runs a list of them in order, printing a
 numbered title before each and its duration after. The registry the steps talk to is a real
-`weact serve` child process from `cli.launcher`, closed with the rest of `Demo.stack`.
+`weact serve` child process from `registry.launcher`, closed with the rest of `Demo.stack`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 from rich.console import Console
 
 from cli.demo.weights import Weights
-from cli.launcher import EmbeddedRegistry
 from registry.client import Adapter, RegistryClient, Revision
+from registry.launcher import EmbeddedRegistry
 from runtime.engine import AdapterSpec
 
 console = Console(highlight=False, soft_wrap=True)

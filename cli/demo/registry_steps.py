@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from cli.demo.harness import Demo, Step, record, say
 from cli.demo.weights import ADAPTER_SEEDS, build_plain_weights, build_weights
-from cli.launcher import embedded_registry
 from registry import errors
 from registry.client import ADAPTER_FILES
+from registry.launcher import embedded_registry
 from storage.manifest import manifest_of_path
 
 CAPABILITIES = {

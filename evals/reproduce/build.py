@@ -208,10 +208,3 @@ def build_baselines(b: Builder) -> Built:
         rank=sizes.shared_rank,
     )  # fmt: skip
     return built
-
-
-def build_all(suite_dir: Path, backbone: Path, work: Path, sizes: Sizes) -> Built:
-    """Every adapter of the run (trained or reused), in a fixed order."""
-    b = phase_builder(suite_dir, backbone, work, sizes)
-    build_phases(b)
-    return build_baselines(b)

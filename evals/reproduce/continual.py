@@ -231,7 +231,7 @@ def _manifest(backbone: Path) -> dict[str, Any]:
 def run_continual(built: Built, suite: Suite, suite_dir: Path, backbone: Path, workdir: Path,
                   sizes: Sizes) -> ContinualResult:  # fmt: skip
     """The whole story on a fresh embedded registry in `workdir`."""
-    from cli.launcher import embedded_registry
+    from registry.launcher import embedded_registry
 
     workdir.mkdir(parents=True, exist_ok=True)
     names = ("plan", "search", "write", "code")

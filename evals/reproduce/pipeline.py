@@ -119,7 +119,7 @@ def cuts(sizes: Sizes, engine: str) -> list[str]:
         f"backbone in {sizes.train_dtype} while training; "
         "the paper trains on full research trajectories",
         f"test split: {sizes.test} questions per kind ({k * sizes.test} in all) per method; "
-        "`weact bench generate` makes 40 per kind by default",
+        "`weact suite generate` makes 40 per kind by default",
         "compare questions offer two options (chance: 50 %); a method that never retrieves "
         f"(doc recall 0) guesses there, and with {sizes.test} of them its score is 50 % give "
         f"or take {50 / sizes.test**0.5:.0f} points (one standard deviation)",

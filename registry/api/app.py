@@ -1,4 +1,8 @@
-"""The FastAPI application: ``create_app(settings)`` wires state, routers, errors, metrics.
+"""The API application: ``create_api_app(settings)`` wires state, routers, errors, metrics.
+
+This is the JSON API alone; ``registry.app.create_app`` (the composition root, above both
+``registry.api`` and ``registry.web``) adds the web pages to it, and is what ``weact serve``
+runs.
 
 The schema is not created here: run ``registry.db.migrate.upgrade(url)`` first. On
 PostgreSQL the app listens for channel notifications of every registry process on the same
@@ -36,11 +40,10 @@ from registry.api.schemas import RevisionPublic
 from registry.db.migrate import check_current
 from registry.db.session import Database
 from registry.domain import NodeStatus, RegistryStats, Revision
-from registry.services.fleet import fleet_status
-from registry.services.reads import ChannelReads, TokenReads
+from registry.services.fleet_health import fleet_status
+from registry.services.read_cache import ChannelReads, TokenReads
 from registry.services.stats import registry_stats
 from registry.settings import Settings
-from registry.web import install_web
 from storage import BlobStore, open_store
 
 ROUTERS = (
@@ -73,8 +76,8 @@ def render_revision(revision: Revision) -> bytes:
     return RevisionPublic.model_validate(revision).model_dump_json().encode()
 
 
-def create_app(settings: Settings, *, database: Database | None = None) -> FastAPI:
-    """The registry app over ``settings`` (an existing ``Database`` may be shared)."""
+def create_api_app(settings: Settings, *, database: Database | None = None) -> FastAPI:
+    """The registry API over ``settings`` (an existing ``Database`` may be shared)."""
     db = database or Database(settings.database_url)
 
     def read_stats() -> RegistryStats:
@@ -125,7 +128,6 @@ def create_app(settings: Settings, *, database: Database | None = None) -> FastA
     for module in ROUTERS:
         api.include_router(module.router)
     app.include_router(api)
-    install_web(app)
     install_error_handlers(app)
     app.add_middleware(
         BodyLimitMiddleware,

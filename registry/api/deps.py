@@ -15,7 +15,7 @@ from registry.api.notify import Changes, ChannelNotifier
 from registry.auth import Permission, authorize
 from registry.db.session import Database
 from registry.domain import Principal
-from registry.services.reads import ChannelReads, TokenReads
+from registry.services.read_cache import ChannelReads, TokenReads
 from registry.settings import Settings
 from storage import BlobStore
 

@@ -1,4 +1,4 @@
-"""The stamps that tell the in-process read caches (`registry.services.reads`) whether
+"""The stamps that tell the in-process read caches (`registry.services.read_cache`) whether
 anything they hold may have changed since an entry was loaded: one for channel heads, one for
 tokens, so that a token revoke drops cached tokens without waking any channel long-poll.
 

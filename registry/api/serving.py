@@ -7,14 +7,15 @@ closes the app's `ChannelNotifier` first: every long-poll answers 304 at once an
 connection closes, then uvicorn shuts down as usual.
 
 With `workers > 1`, uvicorn's supervisor starts that many processes on one listening socket;
-each builds its own app from the `WEACT_*` environment (`app_from_environment`), with its own
-caches, notifier and (on PostgreSQL) LISTEN connection, so a promotion through any worker
-wakes the long-polls and invalidates the channel caches of all of them. On SQLite the
+each builds its own app from the `WEACT_*` environment (through the `factory` it is given,
+`registry.app.APP_FACTORY` for `weact serve`), with its own caches, notifier and (on
+PostgreSQL) LISTEN connection, so a promotion through any worker wakes the long-polls and
+invalidates the channel caches of all of them. On SQLite the
 workers share the file: writes stay one at a time (`BEGIN IMMEDIATE`, busy timeout) and
 the others notice commits through `PRAGMA data_version` and their long-poll interval.
 
     serve_registry(create_app(settings), host="127.0.0.1", port=8000)
-    serve_workers(4, host="127.0.0.1", port=8000)  # settings from the environment
+    serve_workers(4, APP_FACTORY, host="127.0.0.1", port=8000)  # settings from the environment
 """
 
 from __future__ import annotations
@@ -31,16 +32,6 @@ from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
 from registry.api.metrics import MULTIPROC_ENV
 from registry.api.notify import ChannelNotifier
-
-APP_FACTORY = "registry.api.serving:app_from_environment"
-
-
-def app_from_environment() -> FastAPI:
-    """The app of one worker: settings from `WEACT_*` (set by `weact serve`)."""
-    from registry.api.app import create_app
-    from registry.settings import Settings
-
-    return create_app(Settings())
 
 
 def find_notifier(app: Any) -> ChannelNotifier | None:
@@ -92,7 +83,7 @@ def default_workers(database_url: str) -> int:
 
 
 def serve_registry(app: FastAPI, *, host: str, port: int, log_level: str = "info") -> None:
-    """Serve `app` (from `registry.api.app.create_app`) until SIGINT/SIGTERM."""
+    """Serve `app` (from `registry.app.create_app`) until SIGINT/SIGTERM."""
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, timeout_keep_alive=KEEP_ALIVE_S
     )
@@ -111,10 +102,13 @@ def tcp_listener(config: uvicorn.Config) -> socket.socket:
     return socket.socket(bound.family, bound.type, socket.IPPROTO_TCP, fileno=bound.detach())
 
 
-def serve_workers(workers: int, *, host: str, port: int, log_level: str = "info") -> None:
-    """Serve `workers` processes of `app_from_environment` until SIGINT/SIGTERM."""
+def serve_workers(
+    workers: int, factory: str, *, host: str, port: int, log_level: str = "info"
+) -> None:
+    """Serve `workers` processes, each building its app with `factory` ("module:function",
+    no arguments), until SIGINT/SIGTERM."""
     config = uvicorn.Config(
-        APP_FACTORY,
+        factory,
         factory=True,
         host=host,
         port=port,

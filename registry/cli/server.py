@@ -99,8 +99,9 @@ def serve(
     work, a directory that is not writable) is one line on stderr and exit 1, before
     anything else happens.
     """
-    from registry.api.app import create_app, open_blob_store
+    from registry.api.app import open_blob_store
     from registry.api.serving import default_workers, serve_registry, serve_workers
+    from registry.app import APP_FACTORY, create_app
     from registry.db.migrate import upgrade
     from storage import check_store
 
@@ -119,7 +120,7 @@ def serve(
     os.environ["WEACT_STORE_URL"] = settings.store_url
     if settings.s3_endpoint_url:
         os.environ["WEACT_S3_ENDPOINT_URL"] = settings.s3_endpoint_url
-    serve_workers(workers, host=host, port=port, log_level=log_level)
+    serve_workers(workers, APP_FACTORY, host=host, port=port, log_level=log_level)
 
 
 @click.group()

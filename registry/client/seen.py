@@ -1,6 +1,6 @@
 """What one client has seen of each channel, so that it never reads an older revision.
 
-A registry serves channel reads from memory (`registry.services.reads`); behind a load
+A registry serves channel reads from memory (`registry.services.read_cache`); behind a load
 balancer, another process may not have heard of a promotion this client just made or read.
 `SeenRevisions` keeps the highest revision seen per channel (from reads, long-polls,
 promotions, rollbacks and the `X-Weact-Channel-Revisions` header of a revoke) and sends it

@@ -40,7 +40,7 @@ from registry.errors import (
 from registry.names import check_name
 from registry.services.backbones import find_backbone_row
 from registry.services.capabilities import find_capability_row
-from registry.services.gate import evaluate_gate
+from registry.services.gate_evidence import evaluate_gate
 from registry.services.library import library_digest, library_entry
 from registry.services.retry import StaleRead, with_retries
 from registry.services.revisions import (

@@ -24,7 +24,7 @@ from registry.api.schemas import MAX_DB_INT
 from registry.domain import AdapterState
 from registry.errors import InvalidError
 from registry.names import check_name
-from registry.services import records, views
+from registry.services import page_models, page_queries
 from registry.web.deps import Viewer
 from registry.web.diff import diff_revisions, history
 from registry.web.lineage import lineage_graph
@@ -55,14 +55,14 @@ def _blank(value: str | None) -> str | None:
 @router.get("/")
 def overview(request: Request, state: StateDep, user: Viewer) -> Response:
     with state.db.read() as session:
-        data = views.overview(session=session)
+        data = page_models.overview(session=session)
     return page(request, "overview.html", user=user, data=data)
 
 
 @router.get("/capabilities")
 def capabilities(request: Request, state: StateDep, user: Viewer) -> Response:
     with state.db.read() as session:
-        data = views.catalog(session=session)
+        data = page_models.catalog(session=session)
     return page(request, "capabilities.html", user=user, data=data)
 
 
@@ -79,7 +79,7 @@ def adapters(
     filters = {"capability": _blank(capability), "backbone": _blank(backbone)}
     filters["state"] = _blank(adapter_state)
     with state.db.read() as session:
-        data = views.adapter_listing(
+        data = page_models.adapter_listing(
             session=session, limit=PER_PAGE, offset=(page_number - 1) * PER_PAGE, **filters
         )
     last = max(1, -(-data.page.total // PER_PAGE))
@@ -100,7 +100,7 @@ def adapter(
     request: Request, adapter_id: Number, state: StateDep, user: Viewer, done: str | None = None
 ) -> Response:
     with state.db.read() as session:
-        data = views.adapter_detail(session=session, adapter_id=adapter_id)
+        data = page_models.adapter_detail(session=session, adapter_id=adapter_id)
     return page(
         request,
         "adapter.html",
@@ -114,7 +114,7 @@ def adapter(
 @router.get("/channels")
 def channels(request: Request, state: StateDep, user: Viewer) -> Response:
     with state.db.read() as session:
-        data = views.channel_summaries(session=session)
+        data = page_models.channel_summaries(session=session)
     return page(request, "channels.html", user=user, data=data)
 
 
@@ -124,7 +124,7 @@ def channel(
 ) -> Response:
     check_name("channel", name)
     with state.db.read() as session:
-        data = views.channel_detail(session=session, name=name)
+        data = page_models.channel_detail(session=session, name=name)
     return page(
         request,
         "channel.html",
@@ -146,7 +146,7 @@ def channel_diff(
 ) -> Response:
     check_name("channel", name)
     with state.db.read() as session:
-        data = views.comparison(session=session, channel=name, before=before, after=after)
+        data = page_models.comparison(session=session, channel=name, before=before, after=after)
     diff = diff_revisions(data.before, data.after)
     return page(request, "diff.html", user=user, data=data, diff=diff, channel=name)
 
@@ -164,7 +164,7 @@ def gates(
         raise InvalidError(f"outcome must be one of {sorted(k for k in outcomes if k)}")
     name = _blank(channel)
     with state.db.read() as session:
-        data = records.list_gate_reports(
+        data = page_queries.list_gate_reports(
             session=session, channel=name, passed=outcomes[_blank(outcome)], limit=100
         )
     return page(request, "gates.html", user=user, data=data, channel=name, outcome=_blank(outcome))
@@ -173,12 +173,12 @@ def gates(
 @router.get("/nodes")
 def nodes(request: Request, state: StateDep, user: Viewer) -> Response:
     with state.db.read() as session:
-        data = views.node_statuses(session=session)
+        data = page_models.node_statuses(session=session)
     return page(request, "nodes.html", user=user, data=data)
 
 
 @router.get("/audit")
 def audit(request: Request, state: StateDep, user: Viewer, before: Optional = None) -> Response:
     with state.db.read() as session:
-        data = views.audit_log(session=session, before=before, limit=EVENTS_PER_PAGE)
+        data = page_models.audit_log(session=session, before=before, limit=EVENTS_PER_PAGE)
     return page(request, "audit.html", user=user, data=data)

@@ -29,8 +29,8 @@ import openai
 import pytest
 from vllm_support import build_adapters, wait_healthy
 
-from cli.launcher import EmbeddedRegistry, embedded_registry, free_port, weact_command
 from registry.client import RegistryClient
+from registry.launcher import EmbeddedRegistry, embedded_registry, free_port, weact_command
 from storage.manifest import manifest_of_file, manifest_of_path
 
 pytestmark = pytest.mark.vllm

@@ -23,8 +23,8 @@ import httpx
 import pytest
 from vllm_support import QUESTIONS, publish, wait_healthy
 
-from cli.launcher import embedded_registry, free_port
 from registry.client import RegistryClient
+from registry.launcher import embedded_registry, free_port
 
 pytestmark = pytest.mark.vllm
 

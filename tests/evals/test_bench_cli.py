@@ -1,4 +1,5 @@
-"""`weact bench`, `weact benchmark`, `weact eval list` as a user runs them (subprocesses)."""
+"""`weact suite` (and its old name `weact bench`), `weact benchmark`, `weact eval list`, run
+as a user runs them (subprocesses)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from cli.launcher import embedded_registry, weact_command
 from evals.manifest import verified_manifest
+from registry.launcher import embedded_registry, weact_command
 from tasks.questions import KINDS
 
 SIZES = ("--train", "2", "--dev", "1", "--test", "3")
@@ -26,17 +27,17 @@ def _weact(
     )
 
 
-def test_bench_generate_and_verify(tmp_path: Path) -> None:
-    made = _weact("bench", "generate", "--seed", "5", "--out", tmp_path / "s", *SIZES, "--json")
+def test_suite_generate_and_verify(tmp_path: Path) -> None:
+    made = _weact("suite", "generate", "--seed", "5", "--out", tmp_path / "s", *SIZES, "--json")
     assert made.returncode == 0, made.stderr
     summary = json.loads(made.stdout)
     assert summary["digest"] == verified_manifest(tmp_path / "s")["digest"]
     assert summary["questions"]["test"] == dict.fromkeys(KINDS, 3)
-    again = _weact("bench", "generate", "--seed", "5", "--out", tmp_path / "s", *SIZES)
+    again = _weact("suite", "generate", "--seed", "5", "--out", tmp_path / "s", *SIZES)
     assert again.returncode == 1
     assert "is not empty" in again.stderr
     (tmp_path / "s" / "kb.jsonl").write_text("{}\n")
-    broken = _weact("bench", "verify", tmp_path / "s")
+    broken = _weact("suite", "verify", tmp_path / "s")
     assert broken.returncode == 1
     assert "differs from the manifest" in broken.stderr
     assert "Traceback" not in broken.stderr
@@ -44,7 +45,11 @@ def test_bench_generate_and_verify(tmp_path: Path) -> None:
 
 def test_benchmark_create_list_and_eval_list(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
+    # the old spelling still runs; help lists only the new one
     assert _weact("bench", "generate", "--out", suite, *SIZES).returncode == 0
+    listed = _weact("--help").stdout.split()
+    assert "suite" in listed
+    assert "bench" not in listed
     digest = verified_manifest(suite)["digest"]
     with embedded_registry(tmp_path) as registry:
         db = ("--database-url", registry.database_url, "--json")

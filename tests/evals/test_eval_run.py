@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli.launcher import embedded_registry
 from cli.main import app
 from evals.suite import Suite
 from registry.client import RegistryClient
+from registry.launcher import embedded_registry
 from tasks.trajectories import CAPABILITIES
 
 

@@ -22,7 +22,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, func, select
 from sqlalchemy.pool import NullPool
 
-from registry.api.app import create_app
+from registry.app import create_app
 from registry.db import models
 from registry.db.models import Base
 from registry.db.session import Database

@@ -16,10 +16,11 @@ from typing import Any, TypeVar
 import httpx
 from harness import Harness, make_tokens
 
-from cli.launcher import EmbeddedRegistry
+from registry.api.app import open_blob_store
 from registry.db.session import Database
+from registry.launcher import EmbeddedRegistry
 from registry.services.fsck import fsck
-from storage import open_store
+from registry.settings import Settings
 
 T = TypeVar("T")
 THREADS = 16
@@ -55,7 +56,9 @@ def live_harness(server: EmbeddedRegistry, tmp: Path) -> Iterator[Harness]:
         yield Harness(
             client=client,  # type: ignore[arg-type]
             db=db,
-            store=open_store(server.store_url),
+            store=open_blob_store(
+                Settings(database_url=server.database_url, store_url=server.store_url)
+            ),
             tmp=tmp,
             tokens=make_tokens(db),
         )

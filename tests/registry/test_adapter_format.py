@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import pytest
 
-from cli.launcher import embedded_registry
+from registry.launcher import embedded_registry
 from storage import manifest_of_path
 from storage.errors import AdapterFormatError
 

@@ -28,9 +28,9 @@ import factories
 import httpx
 import pytest
 
-from cli.launcher import EmbeddedRegistry, embedded_registry
 from registry import errors
 from registry.client import RegistryClient
+from registry.launcher import EmbeddedRegistry, embedded_registry
 
 WEACT = Path(sys.executable).with_name("weact")
 CARD = "# write, v1\n\nWrites the final report. Cites 100% of its sources; résumé in UTF-8.\n"

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from harness import World
 
-from registry.services.reads import revisions_named
+from registry.services.read_cache import revisions_named
 
 
 def _head(world: World, **headers: str) -> httpx.Response:

@@ -17,11 +17,11 @@ import httpx
 import pytest
 from factories import backbone_manifest_json, write_adapter, write_backbone
 from live import assert_consistent, at_once, live_harness, statuses
-from support.fleet import PostgresUnavailable, Seeded, fresh_pg_database, registry_processes
+from support.fleet import PostgresUnavailable, Seeded, fresh_pg_database
 from support.long_polls import poll_in_thread
 
-from cli.launcher import embedded_registry
 from registry.client import RegistryClient
+from registry.launcher import embedded_registry, registry_processes
 
 ROUNDS = 25
 

@@ -23,7 +23,7 @@ import factories
 import httpx
 import pytest
 
-from cli.launcher import EmbeddedRegistry, embedded_registry
+from registry.launcher import EmbeddedRegistry, embedded_registry
 
 WEACT = Path(sys.executable).with_name("weact")
 

@@ -13,8 +13,8 @@ import pytest
 from factories import backbone_manifest_json, write_adapter, write_backbone
 from support.fleet import Seeded
 
-from cli.launcher import EmbeddedRegistry, embedded_registry
 from registry.client import RegistryClient
+from registry.launcher import EmbeddedRegistry, embedded_registry
 
 WEACT = Path(sys.executable).with_name("weact")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cli.launcher import embedded_registry, free_port
+from registry.launcher import embedded_registry, free_port
 
 WEACT = Path(sys.executable).with_name("weact")
 

@@ -49,7 +49,7 @@ class LiveRegistry:
 
 
 def _serve_in_thread(settings: Settings) -> tuple[uvicorn.Server, threading.Thread, str]:
-    from registry.api.app import create_app
+    from registry.app import create_app
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -24,9 +24,9 @@ import pytest
 from harness import make_tokens, make_world
 from live import live_harness
 
-from cli.launcher import EmbeddedRegistry, embedded_registry
 from registry.db.migrate import upgrade
 from registry.db.session import Database
+from registry.launcher import EmbeddedRegistry, embedded_registry
 
 WEACT = Path(sys.executable).with_name("weact")
 MIB = 1024 * 1024

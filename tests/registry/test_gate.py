@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from registry.db.models import SqlGateReport
 from registry.domain import Benchmark, Scored
-from registry.gates import judge, report
+from registry.gate_rules import judge, report
 
 
 def _bench(direction: str = "higher", tolerance: float = 0.01) -> Benchmark:

@@ -18,10 +18,10 @@ import factories
 import pytest
 from harness import make_tokens
 
-from cli.launcher import EmbeddedRegistry, embedded_registry, weact_command
 from registry import errors
 from registry.client import RegistryClient
 from registry.db.session import Database
+from registry.launcher import EmbeddedRegistry, embedded_registry, weact_command
 
 SUITE = "a" * 64
 N = 60

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from registry.domain import Benchmark, Scored
-from registry.gates import GateSettings, judge
+from registry.gate_rules import GateSettings, judge
 from registry.paired import ItemMismatchError, paired_bootstrap
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from harness import Harness, World, build_harness, make_world
 
-from cli.launcher import embedded_registry
 from registry.db.migrate import upgrade
+from registry.launcher import embedded_registry
 from registry.services.tokens import create_token
 
 LIMIT = 4096

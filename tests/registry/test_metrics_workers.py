@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from cli.launcher import embedded_registry
+from registry.launcher import embedded_registry
 
 REQUESTS, SCRAPES = 30, 8
 HEALTHZ = re.compile(

@@ -33,7 +33,7 @@ def test_heartbeats_upsert_nodes_and_log_changes(world: World) -> None:
 
 def test_registry_imports_no_ml_stack() -> None:
     code = (
-        "import sys; import registry.api.app, registry.services.adapters, registry.db.migrate; "
+        "import sys; import registry.app, registry.services.adapters, registry.db.migrate; "
         "heavy = {'torch', 'transformers', 'peft', 'runtime', 'trainers', 'numpy'}; "
         "heavy &= set(sys.modules); "
         "assert not heavy, heavy"

@@ -20,12 +20,11 @@ from support.fleet import (
     PostgresUnavailable,
     Seeded,
     fresh_pg_database,
-    registry_processes,
 )
 from support.long_polls import poll_in_thread, wait_for_polls
 
-from cli.launcher import EmbeddedRegistry, embedded_registry
 from registry.api.notify import ChannelNotifier
+from registry.launcher import EmbeddedRegistry, embedded_registry, registry_processes
 
 # -- the in-process notifier -------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from factories import backbone_manifest_json, write_backbone
 from harness import Harness, World, empty_database, make_world
 from live import THREADS, assert_consistent, at_once, events_about, live_harness, statuses
 
-from cli.launcher import EmbeddedRegistry, embedded_registry
+from registry.launcher import EmbeddedRegistry, embedded_registry
 
 pytestmark = pytest.mark.postgres
 

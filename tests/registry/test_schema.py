@@ -10,7 +10,7 @@ from alembic.migration import MigrationContext
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, inspect, text
 
-from registry.api.app import create_app
+from registry.app import create_app
 from registry.db.migrate import downgrade, upgrade
 from registry.db.models import Base
 from registry.db.session import Database

@@ -26,10 +26,10 @@ from support.fleet import (  # noqa: E402
     PostgresUnavailable,
     Seeded,
     fresh_pg_database,
-    registry_processes,
 )
 from support.nodes import RuntimeNode, runtime_node  # noqa: E402
 
+from registry.launcher import registry_processes  # noqa: E402
 from storage.manifest import manifest_of_path  # noqa: E402
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # four processes: make test-slow

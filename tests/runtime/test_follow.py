@@ -14,9 +14,9 @@ pytest.importorskip("peft")
 
 from click.testing import CliRunner  # noqa: E402
 
-from cli.launcher import EmbeddedRegistry  # noqa: E402
 from cli.main import app  # noqa: E402
 from registry.client import RegistryClient  # noqa: E402
+from registry.launcher import EmbeddedRegistry  # noqa: E402
 from runtime.errors import AuditMismatchError, UnknownAdapterError  # noqa: E402
 from runtime.follow import ChannelFollower  # noqa: E402
 from storage.local import LocalBlobStore  # noqa: E402

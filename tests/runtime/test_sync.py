@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("peft")
 
-from cli.launcher import EmbeddedRegistry  # noqa: E402
 from clikit.progress import steps  # noqa: E402
 from registry import errors  # noqa: E402
 from registry.client import RegistryClient  # noqa: E402
+from registry.launcher import EmbeddedRegistry  # noqa: E402
 from runtime.engine import AdapterSpec  # noqa: E402
 from runtime.errors import AdapterLoadError  # noqa: E402
 from runtime.sync import heartbeat, pull_library  # noqa: E402

@@ -15,8 +15,8 @@ import pytest
 
 pytest.importorskip("safetensors")
 
-from cli.launcher import EmbeddedRegistry  # noqa: E402
 from registry.client import RegistryClient  # noqa: E402
+from registry.launcher import EmbeddedRegistry  # noqa: E402
 from runtime.vllm_resolver.follower import ServedFollower, heads_of  # noqa: E402
 from runtime.vllm_resolver.integrity import IntegrityRefused, LoadVerifier  # noqa: E402
 from runtime.vllm_resolver.policy import ServedName  # noqa: E402

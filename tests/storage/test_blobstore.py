@@ -64,8 +64,10 @@ def _local_case(tmp_path: Path) -> StoreCase:
     return StoreCase(store, leftovers, corrupt)
 
 
-def _s3_case(url: str, client: Any, threshold: int = THRESHOLD, part: int = PART_SIZE) -> StoreCase:
-    store = open_store(url, multipart_threshold=threshold, part_size=part)
+def _s3_case(
+    url: str, endpoint: str, client: Any, threshold: int = THRESHOLD, part: int = PART_SIZE
+) -> StoreCase:
+    store = open_store(url, endpoint_url=endpoint, multipart_threshold=threshold, part_size=part)
     assert isinstance(store, S3BlobStore)
 
     def leftovers() -> list[str]:
@@ -84,7 +86,7 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> StoreCase:
     if request.param == "local":
         return _local_case(tmp_path)
     url = request.getfixturevalue("s3_store_url")
-    return _s3_case(url, request.getfixturevalue("s3_client"))
+    return _s3_case(url, request.getfixturevalue("s3_server"), request.getfixturevalue("s3_client"))
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -93,7 +95,8 @@ def big_case(request: pytest.FixtureRequest, tmp_path: Path) -> StoreCase:
     if request.param == "local":
         return _local_case(tmp_path)
     url = request.getfixturevalue("s3_store_url")
-    return _s3_case(url, request.getfixturevalue("s3_client"), 2 * BIG_CHUNK, BIG_CHUNK)
+    endpoint, client = request.getfixturevalue("s3_server"), request.getfixturevalue("s3_client")
+    return _s3_case(url, endpoint, client, 2 * BIG_CHUNK, BIG_CHUNK)
 
 
 def _payload(size: int, seed: int = 0) -> bytes:
@@ -244,7 +247,8 @@ def test_presigned_url(case: StoreCase) -> None:
 
 def test_open_store_reopens_the_same_store(case: StoreCase) -> None:
     digest = case.store.put(io.BytesIO(b"hello"))
-    again = open_store(case.store.url)
+    s3 = isinstance(case.store, S3BlobStore)
+    again = open_store(case.store.url, **({"endpoint_url": case.store.endpoint_url} if s3 else {}))
     assert type(again) is type(case.store)
     assert again.get(digest) == b"hello"
 
@@ -359,8 +363,10 @@ def test_local_write_failure_leaves_nothing_behind(tmp_path: Path) -> None:
     assert case.leftovers() == []
 
 
-def test_s3_part_upload_failure_aborts_the_upload(s3_store_url: str, s3_client: Any) -> None:
-    case = _s3_case(s3_store_url, s3_client, 2 * BIG_CHUNK, BIG_CHUNK)
+def test_s3_part_upload_failure_aborts_the_upload(
+    s3_store_url: str, s3_server: str, s3_client: Any
+) -> None:
+    case = _s3_case(s3_store_url, s3_server, s3_client, 2 * BIG_CHUNK, BIG_CHUNK)
     assert isinstance(case.store, S3BlobStore)
     calls = 0
 

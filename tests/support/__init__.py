@@ -12,7 +12,7 @@ pytest puts `tests/` on `sys.path` (`pythonpath` in pyproject.toml), so tests im
   `wait_for_polls` (until a server's gauge shows them open).
 - `support.shots`: the browser tests' screenshots, listed at the end of the run.
 - `support.fixtures` (a pytest plugin loaded by tests/conftest.py): `registry_server`, a
-  real `weact serve` from the product's own launcher (`cli.launcher`).
+  real `weact serve` from the product's own launcher (`registry.launcher`).
 """
 
 from pathlib import Path

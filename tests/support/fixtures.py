@@ -3,7 +3,7 @@ tests/conftest.py).
 
 - `registry_server` (module): a real `weact serve` child process on its embedded defaults
   (SQLite and a blob directory in a temp dir), started by the product's own launcher
-  (`cli.launcher.embedded_registry`, the one the demo uses); yields the `EmbeddedRegistry`.
+  (`registry.launcher.embedded_registry`, the one the demo uses); yields the `EmbeddedRegistry`.
   `registry_server.bootstrap_token(name, "admin")` gives the first token. Tests that need
   another database or blob store call `embedded_registry` with those URLs themselves.
 - The browser tests' screenshots (`support.shots.TAKEN`) are listed in the terminal summary
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cli.launcher import EmbeddedRegistry, embedded_registry
+from registry.launcher import EmbeddedRegistry, embedded_registry
 from support.shots import TAKEN
 
 

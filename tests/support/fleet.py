@@ -2,9 +2,6 @@
 
 - `fresh_pg_database()`: a uniquely named database on the shared server, migrated to head,
   dropped afterwards (raises `PostgresUnavailable` when there is no server).
-- `registry_processes(workdir, n, database_url, store_url)`: `n` real `weact serve` processes
-  (the product's launcher) sharing one database and one blob directory, as registry
-  replicas behind a load balancer would.
 - `Seeded`: clients of each role over one registry URL, with a backbone, capabilities in
   hard order and helpers to publish (push + approve), promote, roll back and revoke.
 """
@@ -13,13 +10,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cli.launcher import EmbeddedRegistry, embedded_registry
 from registry.client import RegistryClient
+from registry.launcher import EmbeddedRegistry
 
 PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432"
 
@@ -50,21 +47,6 @@ def fresh_pg_database(prefix: str = "weact_fleet") -> Iterator[str]:
         with admin.connect() as conn:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
-
-
-@contextmanager
-def registry_processes(
-    workdir: Path, count: int, database_url: str, store_url: str
-) -> Iterator[list[EmbeddedRegistry]]:
-    with ExitStack() as stack:
-        servers = []
-        for i in range(count):
-            directory = workdir / f"registry-{i}"
-            directory.mkdir(parents=True, exist_ok=True)
-            servers.append(
-                stack.enter_context(embedded_registry(directory, database_url, store_url))
-            )
-        yield servers
 
 
 @dataclass

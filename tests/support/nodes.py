@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import httpx
 
-from cli.launcher import child_process, free_port, wait_until_healthy, weact_command
+from registry.launcher import child_process, free_port, wait_until_healthy, weact_command
 
 _ENV_DROPPED = ("WEACT_TOKEN", "WEACT_RUNTIME_TOKEN", "WEACT_URL")
 

@@ -57,7 +57,8 @@ def test_generate_writes_jsonl(tmp_path) -> None:
     ("args", "message"),
     [
         (["train", "--data", "X"], "missing --capability"),
-        (["merge", "--method", "tspa", "--adapter", "DIR", "--out", "o"], "no adapter_config.json"),
+        (["merge", "--method", "ties", "--adapter", "DIR", "--out", "o"], "no adapter_config.json"),
+        (["merge", "--method", "tspa", "--adapter", "DIR", "--out", "o"], "'tspa' is not one of"),
         (
             ["eval", "nll", "--backbone", ".", "--data", "X", "--adapter", "nodir"],
             "expected NAME=DIR",

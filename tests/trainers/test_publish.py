@@ -18,9 +18,9 @@ import pytest
 from click.testing import CliRunner
 from trainer_helpers import short
 
-from cli.launcher import EmbeddedRegistry
 from cli.main import app
 from registry.client import RegistryClient
+from registry.launcher import EmbeddedRegistry
 from storage.manifest import manifest_of_path
 from trainers.errors import ReplayError, RootChangedError
 from trainers.publish import publish_adapter

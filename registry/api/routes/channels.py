@@ -21,7 +21,7 @@ from registry.api.schemas import (
 from registry.domain import GateReport, PromoteResult, Revision
 from registry.names import check_name
 from registry.services import channels
-from registry.services.reads import ChannelHead, etag_of, revisions_named
+from registry.services.read_cache import ChannelHead, etag_of, revisions_named
 
 router = APIRouter(tags=["channels"])
 

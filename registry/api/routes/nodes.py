@@ -11,7 +11,7 @@ from registry.api.deps import NodeRole, Reader, StateDep
 from registry.api.responses import READ, errors
 from registry.api.schemas import EventPublic, HeartbeatIn, In, NodePublic
 from registry.domain import Event
-from registry.services import fleet, nodes
+from registry.services import fleet_health, heartbeats
 
 router = APIRouter(tags=["nodes"])
 
@@ -31,7 +31,7 @@ class NodeEventIn(In):
 )
 def post_heartbeat(node_id: str, body: HeartbeatIn, state: StateDep, actor: NodeRole) -> NodePublic:
     with state.db.write() as session:
-        node = nodes.heartbeat(
+        node = heartbeats.heartbeat(
             session=session,
             actor=actor,
             node_id=node_id,
@@ -42,7 +42,7 @@ def post_heartbeat(node_id: str, body: HeartbeatIn, state: StateDep, actor: Node
             stale=body.stale,
             lag=body.lag,
         )
-        return NodePublic.of(fleet.status_of(session=session, node=node))
+        return NodePublic.of(fleet_health.status_of(session=session, node=node))
 
 
 @router.post(
@@ -53,7 +53,7 @@ def post_heartbeat(node_id: str, body: HeartbeatIn, state: StateDep, actor: Node
 )
 def post_node_event(node_id: str, body: NodeEventIn, state: StateDep, actor: NodeRole) -> Event:
     with state.db.write() as session:
-        return nodes.report_event(
+        return heartbeats.report_event(
             session=session,
             actor=actor,
             node_id=node_id,
@@ -66,4 +66,4 @@ def post_node_event(node_id: str, body: NodeEventIn, state: StateDep, actor: Nod
 @router.get("/nodes", response_model=list[NodePublic], responses=errors(*READ))
 def get_nodes(state: StateDep, _reader: Reader) -> list[NodePublic]:
     with state.db.read() as session:
-        return [NodePublic.of(s) for s in fleet.fleet_status(session=session)]
+        return [NodePublic.of(s) for s in fleet_health.fleet_status(session=session)]

@@ -15,7 +15,7 @@ from harness import Harness, World, make_tokens, make_world
 from support.shots import Shots
 from webworld import Site, populate
 
-from registry.api.app import create_app
+from registry.app import create_app
 from registry.db.session import Database
 from registry.settings import Settings
 

@@ -14,9 +14,9 @@ import pytest
 from factories import backbone_manifest_json, write_adapter, write_backbone
 from webworld import BENCHMARK, ITEMS, item_scores
 
-from cli.launcher import EmbeddedRegistry
 from registry.client import RegistryClient
 from registry.errors import GateFailedError
+from registry.launcher import EmbeddedRegistry
 
 PEOPLE = {
     "reader": "rita",

@@ -16,7 +16,7 @@ from served import CARD, TAGS, Served, populate_served
 from support.browser import chromium_path, launch_chromium
 from support.shots import Shots
 
-from cli.launcher import embedded_registry
+from registry.launcher import embedded_registry
 
 pytestmark = pytest.mark.timeout(300)
 

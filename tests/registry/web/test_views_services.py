@@ -1,5 +1,5 @@
-"""The read models behind the pages, on SQLite and PostgreSQL (registry.services.views and
-registry.services.records), against the registry ``webworld`` populates through the API."""
+"""The read models behind the pages, on SQLite and PostgreSQL (registry.services.page_models and
+registry.services.page_queries), against the registry ``webworld`` populates through the API."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import pytest
 from webworld import Site
 
 from registry.errors import InvalidError, NotFoundError
-from registry.services import records, views
+from registry.services import page_models, page_queries
 
 
 def test_gate_reports_newest_first_and_filtered(any_site: Site) -> None:
     with any_site.api.db.read() as session:
-        every = records.list_gate_reports(session=session)
-        refused = records.list_gate_reports(session=session, passed=False)
-        latest = records.list_gate_reports(session=session, channel="prod", limit=1)
-        other = records.list_gate_reports(session=session, channel="staging")
+        every = page_queries.list_gate_reports(session=session)
+        refused = page_queries.list_gate_reports(session=session, passed=False)
+        latest = page_queries.list_gate_reports(session=session, channel="prod", limit=1)
+        other = page_queries.list_gate_reports(session=session, channel="staging")
     assert [(g.base_revision, g.report.passed) for g in every] == [
         (2, False),
         (1, True),
@@ -36,11 +36,11 @@ def test_gate_reports_newest_first_and_filtered(any_site: Site) -> None:
 
 def test_newest_events_page_backwards(any_site: Site) -> None:
     with any_site.api.db.read() as session:
-        newest = records.newest_events(session=session, limit=5)
-        older = records.newest_events(session=session, before=newest[-1].id, limit=5)
-        log = views.audit_log(session=session, before=None, limit=5)
+        newest = page_queries.newest_events(session=session, limit=5)
+        older = page_queries.newest_events(session=session, before=newest[-1].id, limit=5)
+        log = page_models.audit_log(session=session, before=None, limit=5)
         with pytest.raises(InvalidError):
-            records.newest_events(session=session, limit=0)
+            page_queries.newest_events(session=session, limit=0)
     ids = [e.id for e in newest + older]
     assert ids == sorted(ids, reverse=True)
     assert len(set(ids)) == 10
@@ -55,14 +55,14 @@ def test_counts_lag_and_comparisons(any_site: Site) -> None:
     beat = {"channel": "gone", "revision": 4, "audit": {"ok": False, "detail": "mismatch"}}
     any_site.api.ok("POST", "/nodes/node-2/heartbeat", "node2", json=beat)
     with any_site.api.db.read() as session:
-        counts = records.version_counts(session=session)
-        statuses = {s.node.id: s for s in views.node_statuses(session=session)}
-        detail = views.adapter_detail(session=session, adapter_id=ids["write@2"])
-        pair = views.comparison(session=session, channel="prod", before=None, after=None)
+        counts = page_queries.version_counts(session=session)
+        statuses = {s.node.id: s for s in page_models.node_statuses(session=session)}
+        detail = page_models.adapter_detail(session=session, adapter_id=ids["write@2"])
+        pair = page_models.comparison(session=session, channel="prod", before=None, after=None)
         with pytest.raises(NotFoundError, match="no revision 7"):
-            views.comparison(session=session, channel="prod", before=1, after=7)
+            page_models.comparison(session=session, channel="prod", before=1, after=7)
         with pytest.raises(NotFoundError):
-            views.channel_detail(session=session, name="staging")
+            page_models.channel_detail(session=session, name="staging")
     assert counts == {
         "plan": {"approved": 1},
         "search": {"approved": 1},

@@ -1,4 +1,5 @@
-"""Gathers the benchmarks and trusted evaluations a promotion is judged on; `registry.gates` judges.
+"""Gathers the benchmarks and trusted evaluations a promotion is judged on
+(`registry.gate_rules` judges them).
 
 Trust: an evaluation posted by a principal who published one of the adapters the promotion
 brings in is ignored, for the baseline and the candidate alike (the author of a candidate
@@ -16,7 +17,7 @@ from sqlalchemy.orm import Session
 from registry.db.convert import to_benchmark
 from registry.db.models import SqlAdapterVersion, SqlBenchmark, SqlEvaluation, SqlRevision
 from registry.domain import GateReport, Scored
-from registry.gates import DEFAULT_SETTINGS, GateSettings, judge, report
+from registry.gate_rules import DEFAULT_SETTINGS, GateSettings, judge, report
 from registry.names import LIBRARY_SCOPE
 
 

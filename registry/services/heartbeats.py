@@ -1,5 +1,5 @@
 """Runtime nodes report what they serve; a change of revision, audit result or staleness is
-an event. `registry.services.fleet` sets the reports against the channels' heads.
+an event. `registry.services.fleet_health` sets the reports against the channels' heads.
 
 A heartbeat is an upsert: concurrent first heartbeats of one node id all succeed, one of
 them inserts the row (and writes the event), the others retry as updates of that row.

@@ -2,7 +2,7 @@
 
 They compose the service functions the API routes call (``adapters.get_adapter``,
 ``channels.list_revisions``, ``events.verify``, ...) inside the caller's session. The few
-reads that no API route offers yet live in ``registry.services.records`` (gate reports,
+reads that no API route offers yet live in ``registry.services.page_queries`` (gate reports,
 the newest events, an adapter's evaluations).
 """
 
@@ -33,11 +33,11 @@ from registry.services import (
     capabilities,
     channels,
     events,
-    nodes,
-    records,
+    heartbeats,
+    page_queries,
     stats,
 )
-from registry.services.records import GateRecord
+from registry.services.page_queries import GateRecord
 
 RECENT = 5
 
@@ -138,7 +138,7 @@ def _node_statuses(heads: dict[str, int], found: list[Node]) -> list[NodeStatus]
 def node_statuses(*, session: Session) -> list[NodeStatus]:
     """Every node with its channel's head revision and its lag."""
     heads = {c.channel: c.revision for c in channels.list_channels(session=session)}
-    return _node_statuses(heads, nodes.list_nodes(session=session))
+    return _node_statuses(heads, heartbeats.list_nodes(session=session))
 
 
 def overview(*, session: Session) -> Overview:
@@ -152,7 +152,7 @@ def overview(*, session: Session) -> Overview:
         candidates=waiting.items,
         nodes=node_statuses(session=session),
         chain=events.verify(session=session),
-        gates=records.list_gate_reports(session=session, limit=RECENT),
+        gates=page_queries.list_gate_reports(session=session, limit=RECENT),
     )
 
 
@@ -161,7 +161,7 @@ def catalog(*, session: Session) -> Catalog:
     return Catalog(
         capabilities=capabilities.list_capabilities(session=session),
         backbones=backbones.list_backbones(session=session),
-        versions=records.version_counts(session=session),
+        versions=page_queries.version_counts(session=session),
     )
 
 
@@ -214,7 +214,7 @@ def adapter_detail(*, session: Session, adapter_id: int) -> AdapterDetail:
         adapter=adapter,
         lineage=adapters.lineage(session=session, adapter_id=adapter_id),
         serving=serving,
-        evaluations=records.adapter_evaluations(session=session, adapter_id=adapter_id),
+        evaluations=page_queries.adapter_evaluations(session=session, adapter_id=adapter_id),
     )
 
 
@@ -243,7 +243,7 @@ def channel_detail(*, session: Session, name: str) -> ChannelDetail:
         head=head,
         revisions=history,
         nodes=followers,
-        gates=records.list_gate_reports(session=session, channel=name, limit=RECENT),
+        gates=page_queries.list_gate_reports(session=session, channel=name, limit=RECENT),
         capabilities=capabilities.list_capabilities(session=session),
         promotable=_promotable(session, head.backbone),
     )
@@ -270,6 +270,6 @@ def comparison(
 
 def audit_log(*, session: Session, before: int | None, limit: int) -> AuditLog:
     """The chain's verification and a page of events, newest first."""
-    page = records.newest_events(session=session, before=before, limit=limit + 1)
+    page = page_queries.newest_events(session=session, before=before, limit=limit + 1)
     older = page[limit - 1].id if len(page) > limit else None
     return AuditLog(chain=events.verify(session=session), events=page[:limit], older=older)

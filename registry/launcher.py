@@ -1,4 +1,7 @@
-"""A real registry in a child process: `weact serve` on a free port, for the demo and tests.
+"""A real registry in a child process: `weact serve` on a free port, with its first token.
+
+What a local session needs a registry for (`weact demo`, the continual step of
+`python -m evals.reproduce`, the benchmarks under bench/, the tests) starts it here.
 
 `embedded_registry(workdir)` starts the `weact` console script of this interpreter, waits for
 `/v1/healthz` and stops the server when the block exits. What is not given runs on serve's
@@ -140,3 +143,21 @@ def wait_until_healthy(
                     return
             time.sleep(pause)
     raise RuntimeError(f"{what} not healthy after {timeout} s:\n{log.read_text()[-3000:]}")
+
+
+@contextlib.contextmanager
+def registry_processes(
+    workdir: Path, count: int, database_url: str, store_url: str
+) -> Iterator[list[EmbeddedRegistry]]:
+    """`count` `weact serve` processes (one worker each) on one database and one blob store,
+    as registry replicas behind a load balancer; each keeps its log in `workdir/registry-i`.
+    """
+    with contextlib.ExitStack() as stack:
+        servers = []
+        for i in range(count):
+            directory = workdir / f"registry-{i}"
+            directory.mkdir(parents=True, exist_ok=True)
+            servers.append(
+                stack.enter_context(embedded_registry(directory, database_url, store_url))
+            )
+        yield servers
