@@ -31,7 +31,7 @@ current head for write) with exactly the weights the registry approved:
   `WEACT_VLLM_NODE_ID` (default `vllm-<hostname>`), so `weact nodes` lists the server with
   the names it serves, their verified roots, its last check and whether it is stale.
 
-The token must have the `node` role (`weact token create NAME --role node`): it reads
+The token must have the `node` role (`weact token create --role node --name NAME`): it reads
 adapters and channels, heartbeats, and reports refused loads. Settings (`settings.py`):
 `WEACT_VLLM_REGISTRY_URL` (else `WEACT_URL`), `WEACT_VLLM_REGISTRY_TOKEN` (else
 `WEACT_TOKEN`), `WEACT_VLLM_LIBRARY_DIR` (default `~/.cache/weact/vllm-lora`),
