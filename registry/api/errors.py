@@ -6,6 +6,7 @@ Unexpected exceptions are answered by ``registry.api.middleware.InternalErrorMid
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -13,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from registry.errors import RegistryError, http_status_for
+from registry.errors import RETRY_AFTER_S, RegistryError, http_status_for
 
 _HTTP_CODES = {
     400: "bad_request",
@@ -27,8 +28,15 @@ _HTTP_CODES = {
 }
 
 
-def error_response(status: int, code: str, detail: Any) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+def error_response(
+    status: int, code: str, detail: Any, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """The one error shape; 401 names the scheme, a retryable code says when to retry."""
+    headers = dict(headers or {})
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if code in RETRY_AFTER_S:
+        headers["Retry-After"] = str(RETRY_AFTER_S[code])
     return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
 
 
@@ -52,7 +60,7 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
 async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, "bad_request")
-    return error_response(exc.status_code, code, exc.detail)
+    return error_response(exc.status_code, code, exc.detail, exc.headers)  # 405: Allow
 
 
 def install_error_handlers(app: FastAPI) -> None:

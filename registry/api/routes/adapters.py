@@ -48,10 +48,13 @@ def post_adapter(body: AdapterCreate, state: StateDep, actor: Publisher) -> Adap
         provenance=body.provenance.model_dump(),
         tags=body.tags,
     )
-    with state.db.write() as session:
-        return adapters.register_adapter(
-            session=session, store=state.store, actor=actor, draft=draft
-        )
+    return adapters.register_adapter(
+        database=state.db,
+        store=state.store,
+        actor=actor,
+        draft=draft,
+        limits=state.settings.adapter_limits(),
+    )
 
 
 @router.get("/adapters", response_model=AdapterPage, responses=errors(*READ))
