@@ -137,6 +137,10 @@ def parse_header(
     """Validate header JSON against a data section of `data_size` bytes."""
     obj = _load_json(raw, label, limits.max_tensors)
     metadata = _check_metadata(obj.pop(METADATA_KEY, None), label)
+    if limits.max_tensors is not None and len(obj) > limits.max_tensors:
+        raise HeaderLimitError(
+            label, "max_tensors", limits.max_tensors, f"header lists {len(obj)} tensors"
+        )
     tensors = [_check_tensor(name, spec, data_size, label, limits) for name, spec in obj.items()]
     tensors.sort(key=lambda t: (t.begin, t.end))
     _check_tiling(tensors, data_size, label)

@@ -44,3 +44,8 @@ def rss_kib(pid: int, field: str = "VmRSS") -> int:
         if line.startswith(f"{field}:"):
             return int(line.split()[1])
     raise LookupError(f"{field} not in /proc/{pid}/status")
+
+
+def reset_peak(pid: int) -> None:
+    """Start VmHWM over from the current resident set (Linux: clear_refs 5)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
