@@ -189,3 +189,37 @@ def token_revoke(target: Target, token_id: int, as_json: bool) -> None:
         {**result, **target.where()},
         lambda r: f"revoked token {r['id']} ({r['name']}, {r['role']}) in {target.shown}",
     )
+
+
+@token.command("rebind")
+@click.argument("node_id")
+@click.argument("token_id", type=int)
+@_target_options
+def token_rebind(target: Target, node_id: str, token_id: int, as_json: bool) -> None:
+    """Make node token TOKEN_ID the owner of NODE_ID.
+
+    A node id belongs to the first node token that claims it (bound when the token is
+    created with a node id, or by its first heartbeat); a heartbeat for it with any other
+    token is 403 until an admin runs this. The previous owner's token is revoked (a node
+    token serves one node id). Through the registry (`POST /v1/nodes/NODE_ID/rebind`, an
+    admin --token) or straight in the database (--database-url).
+    """
+    if target.database_url is None:
+        with _client(target) as client:
+            bound = dict(client.rebind_node(node_id, token_id))
+    else:
+        from registry.db.session import session_scope
+        from registry.services.tokens import rebind_node
+
+        require_schema(target.database_url)
+        with session_scope(target.database_url) as session:
+            info = rebind_node(session=session, node_id=node_id, token_id=token_id, actor="cli")
+        bound = {"id": info.id, "name": info.name, "node_id": info.node_id}
+    result = {"node_id": node_id, "token_id": bound["id"], "token_name": bound["name"]}
+    Output(as_json).show(
+        {**result, **target.where()},
+        lambda r: (
+            f"node {r['node_id']} now belongs to token {r['token_id']} "
+            f"({r['token_name']}) in {target.shown}"
+        ),
+    )

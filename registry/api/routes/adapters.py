@@ -96,9 +96,10 @@ def get_adapters(
     responses=errors(404, 401, 403, 413, 422),
 )
 def post_tags(
-    adapter_id: AdapterId, body: TagUpdate, state: StateDep, actor: Publisher
+    adapter_id: AdapterId, body: TagUpdate, state: StateDep, actor: Reader
 ) -> AdapterVersion:
-    """Set and remove key=value tags of a version (any state)."""
+    """Set and remove key=value tags of a version (any state): its publisher's principal
+    (with a publisher token), approvers and admins; anyone else is 403."""
     with state.db.write() as session:
         row = adapters.find_adapter_row(session, adapter_id)
         return tags.set_tags(

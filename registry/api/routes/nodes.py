@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from pydantic import Field
 
-from registry.api.deps import NodeRole, Reader, StateDep
+from registry.api.deps import Admin, NodeRole, Reader, StateDep
 from registry.api.responses import READ, errors
-from registry.api.schemas import HeartbeatIn, NodePublic
+from registry.api.schemas import MAX_DB_INT, HeartbeatIn, In, NodePublic, TokenPublic
+from registry.domain import TokenInfo
 from registry.services import fleet, nodes
+from registry.services.tokens import rebind_node
 
 router = APIRouter(tags=["nodes"])
 
@@ -31,6 +34,27 @@ def post_heartbeat(node_id: str, body: HeartbeatIn, state: StateDep, actor: Node
             lag=body.lag,
         )
         return NodePublic.of(fleet.status_of(session=session, node=node))
+
+
+class Rebind(In):
+    token_id: int = Field(ge=1, le=MAX_DB_INT, description="The node token to own the id.")
+
+
+@router.post(
+    "/nodes/{node_id}/rebind",
+    response_model=TokenPublic,
+    responses=errors(401, 403, 404, 409, 413, 422),
+)
+def post_rebind(node_id: str, body: Rebind, state: StateDep, actor: Admin) -> TokenInfo:
+    """Make another node token the owner of a node id (admin). A node id belongs to the
+    first token that claims it; another token's heartbeat for it is 403 until this call.
+    The previous owner's token is revoked (a node token serves one node id)."""
+    with state.db.write() as session:
+        token = rebind_node(
+            session=session, node_id=node_id, token_id=body.token_id, actor=actor.name
+        )
+    state.token_changes.notify()  # the previous owner's token is revoked: drop it from caches
+    return token
 
 
 @router.get("/nodes", response_model=list[NodePublic], responses=errors(*READ))
