@@ -136,7 +136,7 @@ class Database:
         """A session in one transaction: committed on success, rolled back on error."""
         with self._factory() as session:
             try:
-                session.connection(execution_options={_WRITE_OPTION: write})
+                self._connect(session, write)
                 yield session
                 session.commit()
             except DataError as exc:
@@ -165,6 +165,15 @@ class Database:
             except BaseException:
                 session.rollback()
                 raise
+
+    @staticmethod
+    def _connect(session: Session, write: bool) -> None:
+        """Begin the transaction; any failure to get a connection is 503 (a refused or
+        dropped connection, a database that does not accept connections now)."""
+        try:
+            session.connection(execution_options={_WRITE_OPTION: write})
+        except (DBAPIError, PoolTimeoutError) as exc:
+            raise _unavailable(exc) from exc
 
     def read(self) -> AbstractContextManager[Session]:
         """A read transaction (on SQLite a deferred one: it never waits for the writer)."""
