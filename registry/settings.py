@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     # even if no write is heard of; 0 turns the cache off.
     channel_cache_ttl_s: float = Field(default=5.0, ge=0)
     token_cache_ttl_s: float = Field(default=1.0, ge=0)
+    # /v1/metrics answers a token of any role; true opens it to anyone (a scraper that
+    # cannot send a bearer token, on a network that is trusted).
+    metrics_public: bool = False
     # A write that waits longer than this for a database lock (SQLite's single writer,
     # PostgreSQL row and advisory locks) answers 503 `unavailable` with Retry-After.
     database_lock_timeout_s: float = Field(default=30.0, gt=0)

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from registry.api.deps import Admin, NodeRole, Reader, StateDep
+from registry.api.paths import NodeId
 from registry.api.responses import READ, errors
 from registry.api.schemas import MAX_DB_INT, HeartbeatIn, In, NodePublic, TokenPublic
 from registry.domain import TokenInfo
@@ -20,7 +21,9 @@ router = APIRouter(tags=["nodes"])
     response_model=NodePublic,
     responses=errors(401, 403, 409, 413, 422),
 )
-def post_heartbeat(node_id: str, body: HeartbeatIn, state: StateDep, actor: NodeRole) -> NodePublic:
+def post_heartbeat(
+    node_id: NodeId, body: HeartbeatIn, state: StateDep, actor: NodeRole
+) -> NodePublic:
     with state.db.write() as session:
         node = nodes.heartbeat(
             session=session,
@@ -45,7 +48,7 @@ class Rebind(In):
     response_model=TokenPublic,
     responses=errors(401, 403, 404, 409, 413, 422),
 )
-def post_rebind(node_id: str, body: Rebind, state: StateDep, actor: Admin) -> TokenInfo:
+def post_rebind(node_id: NodeId, body: Rebind, state: StateDep, actor: Admin) -> TokenInfo:
     """Make another node token the owner of a node id (admin). A node id belongs to the
     first token that claims it; another token's heartbeat for it is 403 until this call.
     The previous owner's token is revoked (a node token serves one node id)."""
