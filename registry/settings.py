@@ -49,6 +49,11 @@ class Settings(BaseSettings):
     # even if no write is heard of; 0 turns the cache off.
     channel_cache_ttl_s: float = Field(default=5.0, ge=0)
     token_cache_ttl_s: float = Field(default=1.0, ge=0)
+    # Slow clients (registry.api.timeouts): a request's line and headers must arrive within
+    # header_timeout_s of its first byte (or of the connection), and a body may pause for
+    # body_timeout_s at most between two pieces; else 408 and the connection is closed.
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    body_timeout_s: float = Field(default=30.0, gt=0)
     # /v1/metrics answers a token of any role; true opens it to anyone (a scraper that
     # cannot send a bearer token, on a network that is trusted).
     metrics_public: bool = False
