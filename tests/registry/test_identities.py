@@ -160,3 +160,23 @@ def test_weact_token_rebind_documents_and_does_it(sqlite_api: Harness) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["token_id"] == spare["id"]
     _as(api, spare["token"]).ok("POST", "/nodes/gpu-1/heartbeat", "x", json=BEAT)
+
+
+def test_the_last_admin_rule_holds_in_the_database_too(tmp_path: Any) -> None:
+    """`weact token revoke --database-url` refuses it as the API does (exit 1, one line)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    weact = str(Path(sys.executable).with_name("weact"))
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [weact, "token", *args, "--database-url", url]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+    made = json.loads(run("create", "--name", "ops", "--role", "admin", "--json").stdout)
+    refused = run("revoke", str(made["id"]))
+    assert refused.returncode == 1
+    assert "last admin token" in refused.stderr
