@@ -5,7 +5,8 @@
     output.py    tables or JSON;  tables.py  the tables themselves
     progress.py  progress of long steps and transfers on stderr (a tty, or WEACT_PROGRESS=1)
     server.py    serve (checks the blob store first), db upgrade (the database directly)
-    tokens.py    token create|list|revoke (the registry with an admin token, else the database)
+    tokens.py    token create|list|revoke|rebind (the registry with an admin token, else the
+                 database)
     catalog.py   backbone, capability
     adapters.py  adapter push|pull|list|show|lineage, approve, reject, revoke
     channels.py  promote, gate, rollback, channel list|show|revisions|wait

@@ -1,4 +1,5 @@
-"""`weact token create|list|revoke`: through the running registry, or its database directly.
+"""`weact token create|list|revoke|rebind`: through the running registry, or its database
+directly. (`rebind` gives a node id to another node token: `POST /v1/nodes/ID/rebind`.)
 
 Where a token goes is never a surprise:
 
@@ -10,7 +11,8 @@ Where a token goes is never a surprise:
 Whenever a command goes to a database directly it says which one on stderr (and in the
 `--json` answer as `database`), so a token minted into the wrong file is seen at once; over
 HTTP it names the registry (`registry`). The first admin token has to be made in the
-database: nothing can create one over HTTP before it exists.
+database: nothing can create one over HTTP before it exists. The last admin token cannot
+be revoked, here or over HTTP.
 """
 
 from __future__ import annotations
