@@ -83,10 +83,7 @@ def _seed(
     for i in range(seeded):
         cap = CAPS[i % len(CAPS)]
         draft = adapters.AdapterDraft(cap, root, file_sets[i])
-        with db.write() as session:
-            ids[cap] = adapters.register_adapter(
-                session=session, store=store, actor=ALICE, draft=draft
-            ).id
+        ids[cap] = adapters.register_adapter(database=db, store=store, actor=ALICE, draft=draft).id
     with db.write() as session:
         for adapter_id in ids.values():
             lifecycle.approve_adapter(session=session, actor=ADMIN, adapter_id=adapter_id)

@@ -15,7 +15,12 @@
     ├── PayloadTooLargeError (ValueError)         payload_too_large     413
     ├── UnexpectedResponseError                   bad_response          client side: an answer
     │                                                                   that is not the API's
-    └── RegistryUnavailableError (ConnectionError) unavailable          client side: no answer
+    └── RegistryUnavailableError (ConnectionError) unavailable         503 with Retry-After:
+        │                                                               the database is
+        │                                                               unavailable (a lock not
+        │                                                               granted in time, a lost
+        │                                                               connection); client
+        │                                                               side also: no answer
         │                                                               (refused, DNS, reset,
         │                                                               a proxy's 502/503)
         ├── RegistryTimeoutError (TimeoutError)   timeout               none in time (or a 504)
@@ -115,7 +120,8 @@ class UnexpectedResponseError(RegistryError):
 
 class RegistryUnavailableError(RegistryError, ConnectionError):
     """The registry did not answer: connection refused, name not resolved, connection reset,
-    a protocol error, or a gateway's 502/503 in front of it. Raised by the client only."""
+    a protocol error, or a gateway's 502/503 in front of it (client side); or the server's
+    database could not be used for this request, which was rolled back (503: retry)."""
 
     code = "unavailable"
 
@@ -151,12 +157,12 @@ _ERRORS: tuple[type[RegistryError], ...] = (
     RevisionConflictError,
     GateFailedError,
     PayloadTooLargeError,
+    RegistryUnavailableError,
 )
 """The errors a registry server answers with (every code of the HTTP table)."""
 
 CLIENT_ERRORS: tuple[type[RegistryError], ...] = (
     UnexpectedResponseError,
-    RegistryUnavailableError,
     RegistryTimeoutError,
     TransferError,
 )
@@ -177,7 +183,11 @@ ERROR_CODE_TO_HTTP_STATUS: dict[str, int] = {
     "digest_mismatch": 422,
     "payload_too_large": 413,
     "incompatible_adapter": 422,
+    "unavailable": 503,
 }
+
+RETRY_AFTER_S: dict[str, int] = {"unavailable": 1}
+"""Codes whose answer carries ``Retry-After`` (seconds): a retry may well succeed."""
 
 
 def http_status_for(code: str) -> int:

@@ -11,6 +11,25 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from storage import HeaderLimits
+
+ADAPTER_MAX_TENSORS = 16_384  # a LoRA of every linear module of an 80-layer model: ~1.1 k
+ADAPTER_MAX_DIMS = 8  # LoRA tensors are 2-D (3-D for some MoE experts)
+ADAPTER_MAX_ELEMENTS = 2**31
+DEFAULT_ADAPTER_LIMITS = HeaderLimits(
+    max_header_bytes=1024**2,
+    max_tensors=ADAPTER_MAX_TENSORS,
+    max_dims=ADAPTER_MAX_DIMS,
+    max_elements=ADAPTER_MAX_ELEMENTS,
+)
+LIMIT_SETTINGS = {
+    "max_header_bytes": "WEACT_ADAPTER_MAX_HEADER_BYTES",
+    "max_tensors": "WEACT_ADAPTER_MAX_TENSORS",
+    "max_dims": "WEACT_ADAPTER_MAX_DIMS",
+    "max_elements": "WEACT_ADAPTER_MAX_ELEMENTS",
+}
+"""The setting (environment variable) behind each field of the adapter header limits."""
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WEACT_", extra="ignore")
@@ -30,3 +49,29 @@ class Settings(BaseSettings):
     # even if no write is heard of; 0 turns the cache off.
     channel_cache_ttl_s: float = Field(default=5.0, ge=0)
     token_cache_ttl_s: float = Field(default=1.0, ge=0)
+    # Slow clients (registry.api.timeouts): a request's line and headers must arrive within
+    # header_timeout_s of its first byte (or of the connection), and a body may pause for
+    # body_timeout_s at most between two pieces; else 408 and the connection is closed.
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    body_timeout_s: float = Field(default=30.0, gt=0)
+    # /v1/metrics answers a token of any role; true opens it to anyone (a scraper that
+    # cannot send a bearer token, on a network that is trusted).
+    metrics_public: bool = False
+    # A write that waits longer than this for a database lock (SQLite's single writer,
+    # PostgreSQL row and advisory locks) answers 503 `unavailable` with Retry-After.
+    database_lock_timeout_s: float = Field(default=30.0, gt=0)
+    # Adapter-sized bounds on an adapter's safetensors header, checked before any of it is
+    # parsed or allocated (storage.HeaderLimits); a registration over one is refused with
+    # 422 `incompatible_adapter` naming the limit and the setting that raises it.
+    adapter_max_header_bytes: int = Field(default=DEFAULT_ADAPTER_LIMITS.max_header_bytes, gt=0)
+    adapter_max_tensors: int = Field(default=ADAPTER_MAX_TENSORS, gt=0)
+    adapter_max_dims: int = Field(default=ADAPTER_MAX_DIMS, gt=0)
+    adapter_max_elements: int = Field(default=ADAPTER_MAX_ELEMENTS, gt=0)
+
+    def adapter_limits(self) -> HeaderLimits:
+        return HeaderLimits(
+            max_header_bytes=self.adapter_max_header_bytes,
+            max_tensors=self.adapter_max_tensors,
+            max_dims=self.adapter_max_dims,
+            max_elements=self.adapter_max_elements,
+        )

@@ -17,6 +17,7 @@ from storage.errors import (
     AdapterFormatError,
     BlobNotFoundError,
     DigestMismatchError,
+    HeaderLimitError,
     InvalidDigestError,
     InvalidSafetensorsError,
     ManifestError,
@@ -24,7 +25,7 @@ from storage.errors import (
     StoreUnavailableError,
     UnknownStoreError,
 )
-from storage.header import DTYPE_SIZES, Header, TensorInfo, read_header
+from storage.header import DTYPE_SIZES, Header, HeaderLimits, TensorInfo, read_header
 from storage.local import LocalBlobStore
 from storage.manifest import (
     Manifest,
@@ -48,6 +49,8 @@ __all__ = [
     "BlobStore",
     "DigestMismatchError",
     "Header",
+    "HeaderLimitError",
+    "HeaderLimits",
     "InvalidDigestError",
     "InvalidSafetensorsError",
     "LocalBlobStore",

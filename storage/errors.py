@@ -2,6 +2,7 @@
 
 StorageError
 ├── InvalidSafetensorsError (+ ValueError)   a file that is not valid safetensors
+│   └── HeaderLimitError                     a header over a `HeaderLimits` bound (`.limit`)
 ├── ManifestError (+ ValueError)            bad manifest JSON, duplicate tensor names
 ├── BlobNotFoundError (+ FileNotFoundError) no blob with that digest in the store
 ├── DigestMismatchError (+ ValueError)      bytes whose sha256 is not the expected one
@@ -30,6 +31,16 @@ class InvalidSafetensorsError(StorageError, ValueError):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+
+class HeaderLimitError(InvalidSafetensorsError):
+    """A header over one of the caller's `HeaderLimits`: `limit` names the field
+    (`max_header_bytes`, `max_tensors`, `max_dims`, `max_elements`), `bound` its value."""
+
+    def __init__(self, path: str | os.PathLike[str], limit: str, bound: int, problem: str) -> None:
+        self.limit = limit
+        self.bound = bound
+        super().__init__(path, f"{problem} (limit {limit} = {bound})")
 
 
 class ManifestError(StorageError, ValueError):

@@ -6,6 +6,13 @@ relative to the data section) plus an optional `"__metadata__"` object of string
 A valid header describes the data section exactly: every tensor's byte span is
 `numel * itemsize`, spans lie inside the section, and sorted by offset they tile it with no
 overlap and no gap.
+
+`HeaderLimits` bounds what a header may make the reader allocate: the header's length is
+checked against `max_header_bytes` before a byte of it is read, the tensor count while the
+JSON is parsed (each tensor's object is counted as the parser builds it), and dims and
+elements per tensor before any size is computed from them. The defaults are the
+safetensors library's (a 100 MB header, nothing else bounded), for backbones; callers that
+read adapters pass adapter-sized limits. A header over a limit is `HeaderLimitError`.
 """
 
 from __future__ import annotations
@@ -15,10 +22,11 @@ import math
 import os
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from storage.errors import InvalidSafetensorsError
+from storage.errors import HeaderLimitError, InvalidSafetensorsError
 
 DTYPE_SIZES: dict[str, int] = {
     "BOOL": 1,
@@ -43,6 +51,19 @@ DTYPE_SIZES: dict[str, int] = {
 
 MAX_HEADER_SIZE = 100_000_000
 """Largest accepted JSON header, in bytes (the bound the safetensors library uses)."""
+
+
+@dataclass(frozen=True)
+class HeaderLimits:
+    """Bounds on one header; ``None`` leaves that quantity unbounded."""
+
+    max_header_bytes: int = MAX_HEADER_SIZE
+    max_tensors: int | None = None
+    max_dims: int | None = None
+    max_elements: int | None = None
+
+
+DEFAULT_LIMITS = HeaderLimits()
 
 METADATA_KEY = "__metadata__"
 _TENSOR_KEYS = frozenset({"dtype", "shape", "data_offsets"})
@@ -80,36 +101,47 @@ class Header:
         return 8 + self.header_size
 
 
-def read_header(path: str | os.PathLike[str]) -> Header:
+def read_header(path: str | os.PathLike[str], limits: HeaderLimits = DEFAULT_LIMITS) -> Header:
     """Read and validate the header of a safetensors file."""
     with open(path, "rb") as fh:
-        return read_header_from(fh, os.fstat(fh.fileno()).st_size, os.fspath(path))
+        return read_header_from(fh, os.fstat(fh.fileno()).st_size, os.fspath(path), limits)
 
 
-def read_header_from(fh: BinaryIO, size: int, label: str) -> Header:
+def read_header_from(
+    fh: BinaryIO, size: int, label: str, limits: HeaderLimits = DEFAULT_LIMITS
+) -> Header:
     """Read the header from `fh` (positioned at the start of a `size`-byte file)."""
     if size < 8:
         raise InvalidSafetensorsError(label, f"too short for a header ({size} bytes)")
     (header_size,) = struct.unpack("<Q", _read_exact(fh, 8, label))
-    if header_size > MAX_HEADER_SIZE:
-        raise InvalidSafetensorsError(label, f"header length {header_size} exceeds the limit")
+    if header_size > limits.max_header_bytes:
+        raise HeaderLimitError(
+            label,
+            "max_header_bytes",
+            limits.max_header_bytes,
+            f"header length {header_size} bytes exceeds the limit",
+        )
     if header_size > size - 8:
         raise InvalidSafetensorsError(
             label, f"header length {header_size} exceeds the file ({size} bytes)"
         )
     raw = _read_exact(fh, header_size, label)
     data_size = size - 8 - header_size
-    tensors, metadata = parse_header(raw, data_size, label)
+    tensors, metadata = parse_header(raw, data_size, label, limits)
     return Header(label, header_size, data_size, tensors, metadata)
 
 
 def parse_header(
-    raw: bytes, data_size: int, label: str
+    raw: bytes, data_size: int, label: str, limits: HeaderLimits = DEFAULT_LIMITS
 ) -> tuple[tuple[TensorInfo, ...], dict[str, str]]:
     """Validate header JSON against a data section of `data_size` bytes."""
-    obj = _load_json(raw, label)
+    obj = _load_json(raw, label, limits.max_tensors)
     metadata = _check_metadata(obj.pop(METADATA_KEY, None), label)
-    tensors = [_check_tensor(name, spec, data_size, label) for name, spec in obj.items()]
+    if limits.max_tensors is not None and len(obj) > limits.max_tensors:
+        raise HeaderLimitError(
+            label, "max_tensors", limits.max_tensors, f"header lists {len(obj)} tensors"
+        )
+    tensors = [_check_tensor(name, spec, data_size, label, limits) for name, spec in obj.items()]
     tensors.sort(key=lambda t: (t.begin, t.end))
     _check_tiling(tensors, data_size, label)
     return tuple(tensors), metadata
@@ -122,15 +154,18 @@ def _read_exact(fh: BinaryIO, n: int, label: str) -> bytes:
     return data
 
 
-def _load_json(raw: bytes, label: str) -> dict[str, object]:
+def _load_json(raw: bytes, label: str, max_tensors: int | None = None) -> dict[str, object]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidSafetensorsError(label, "header is not valid UTF-8") from None
     if not text.startswith("{"):
         raise InvalidSafetensorsError(label, "header is not a JSON object")
+    hook = _no_duplicates if max_tensors is None else _counting(max_tensors, label)
     try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        obj = json.loads(text, object_pairs_hook=hook, parse_constant=_no_constant)
+    except HeaderLimitError:
+        raise
     except (ValueError, RecursionError) as exc:
         raise InvalidSafetensorsError(label, f"header is not valid JSON ({exc})") from None
     if not isinstance(obj, dict):
@@ -143,6 +178,25 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
     if len(obj) != len(pairs):
         raise ValueError("duplicate key in object")
     return obj
+
+
+def _counting(
+    max_tensors: int, label: str
+) -> Callable[[list[tuple[str, object]]], dict[str, object]]:
+    """`_no_duplicates` that refuses the header once it has built more objects than
+    `max_tensors` tensors, the metadata and the header itself can need."""
+    built = 0
+
+    def hook(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        nonlocal built
+        built += 1
+        if built > max_tensors + 2:
+            raise HeaderLimitError(
+                label, "max_tensors", max_tensors, f"header lists over {max_tensors} tensors"
+            )
+        return _no_duplicates(pairs)
+
+    return hook
 
 
 def _no_constant(name: str) -> object:
@@ -159,7 +213,9 @@ def _check_metadata(value: object, label: str) -> dict[str, str]:
     return dict(value)
 
 
-def _check_tensor(name: str, spec: object, data_size: int, label: str) -> TensorInfo:
+def _check_tensor(
+    name: str, spec: object, data_size: int, label: str, limits: HeaderLimits
+) -> TensorInfo:
     def bad(problem: str) -> InvalidSafetensorsError:
         return InvalidSafetensorsError(label, f"tensor {name!r}: {problem}")
 
@@ -169,6 +225,9 @@ def _check_tensor(name: str, spec: object, data_size: int, label: str) -> Tensor
     dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
     if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
         raise bad(f"unknown dtype {dtype!r}")
+    if not isinstance(shape, list):
+        raise bad(f"shape must be a list of non-negative integers, got {shape!r}")
+    _check_shape_limits(name, shape, label, limits)
     if not _is_int_list(shape):
         raise bad(f"shape must be a list of non-negative integers, got {shape!r}")
     if not _is_int_list(offsets) or len(offsets) != 2:
@@ -180,6 +239,22 @@ def _check_tensor(name: str, spec: object, data_size: int, label: str) -> Tensor
     if nbytes != end - begin:
         raise bad(f"shape {shape} of {dtype} needs {nbytes} bytes, span holds {end - begin}")
     return TensorInfo(name, dtype, tuple(shape), begin, end)
+
+
+def _check_shape_limits(name: str, shape: list[object], label: str, limits: HeaderLimits) -> None:
+    if limits.max_dims is not None and len(shape) > limits.max_dims:
+        raise HeaderLimitError(
+            label, "max_dims", limits.max_dims, f"tensor {name!r} has {len(shape)} dimensions"
+        )
+    if limits.max_elements is not None and _is_int_list(shape):
+        elements = math.prod(shape)  # type: ignore[arg-type]
+        if elements > limits.max_elements:
+            raise HeaderLimitError(
+                label,
+                "max_elements",
+                limits.max_elements,
+                f"tensor {name!r} of shape {shape} has {elements} elements",
+            )
 
 
 def check_tensor_name(name: str, label: str) -> None:

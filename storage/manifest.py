@@ -26,8 +26,10 @@ from storage.digest import CHUNK_SIZE, is_sha256
 from storage.errors import InvalidSafetensorsError, ManifestError
 from storage.hashing import hash_tensors
 from storage.header import (
+    DEFAULT_LIMITS,
     DTYPE_SIZES,
     Header,
+    HeaderLimits,
     TensorInfo,
     check_tensor_name,
     read_header,
@@ -148,10 +150,15 @@ def _entry_from_json(item: object) -> TensorEntry:
 
 
 def manifest_of_stream(
-    fh: BinaryIO, size: int, label: str = "<stream>", chunk_size: int = CHUNK_SIZE
+    fh: BinaryIO,
+    size: int,
+    label: str = "<stream>",
+    chunk_size: int = CHUNK_SIZE,
+    limits: HeaderLimits = DEFAULT_LIMITS,
 ) -> Manifest:
-    """Manifest of a `size`-byte safetensors file read sequentially from `fh`."""
-    header = read_header_from(fh, size, label)
+    """Manifest of a `size`-byte safetensors file read sequentially from `fh`; its header
+    within `limits`."""
+    header = read_header_from(fh, size, label, limits)
     digests = hash_tensors(fh, header, chunk_size)
     if fh.read(1):
         raise InvalidSafetensorsError(label, f"stream is longer than its stated size {size}")

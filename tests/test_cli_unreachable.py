@@ -59,6 +59,7 @@ REGISTRY: dict[str, list[str]] = {
     "token create": ["--name", "ops", "--role", "admin"],
     "token list": [],
     "token revoke": ["1"],
+    "token rebind": ["gpu-1", "1"],
     "backbone register": ["{backbone}", "--name", "tiny"],
     "backbone list": [],
     "backbone show": ["1"],

@@ -78,7 +78,9 @@ def render_revision(revision: Revision) -> bytes:
 
 def create_api_app(settings: Settings, *, database: Database | None = None) -> FastAPI:
     """The registry API over ``settings`` (an existing ``Database`` may be shared)."""
-    db = database or Database(settings.database_url)
+    db = database or Database(
+        settings.database_url, lock_timeout_s=settings.database_lock_timeout_s
+    )
 
     def read_stats() -> RegistryStats:
         with db.read() as session:

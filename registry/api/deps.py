@@ -40,12 +40,12 @@ async def get_state(request: Request) -> AppState:
 
 StateDep = Annotated[AppState, Depends(get_state)]
 
-_bearer = HTTPBearer(auto_error=False, description="A token from `weact token create`.")
+bearer = HTTPBearer(auto_error=False, description="A token from `weact token create`.")
 
 
 async def get_principal(
     state: StateDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Principal:
     """From memory when this token was seen lately (`TokenReads`), else the database."""
     token = credentials.credentials if credentials is not None else None

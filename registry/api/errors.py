@@ -6,14 +6,16 @@ Unexpected exceptions are answered by ``registry.api.middleware.InternalErrorMid
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
-from registry.errors import RegistryError, http_status_for
+from registry.errors import RETRY_AFTER_S, RegistryError, http_status_for
 
 _HTTP_CODES = {
     400: "bad_request",
@@ -27,8 +29,15 @@ _HTTP_CODES = {
 }
 
 
-def error_response(status: int, code: str, detail: Any) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+def error_response(
+    status: int, code: str, detail: Any, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """The one error shape; 401 names the scheme, a retryable code says when to retry."""
+    headers = dict(headers or {})
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if code in RETRY_AFTER_S:
+        headers["Retry-After"] = str(RETRY_AFTER_S[code])
     return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
 
 
@@ -49,10 +58,30 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "invalid", _validation_detail(exc))
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method some route has for this path (Starlette's 405 names the first route's
+    only: `POST` for a path that also has a `GET`)."""
+    routes = request.app.router.routes
+    allowed = [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )  # fmt: skip
+    ]
+    return ", ".join(allowed)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, "bad_request")
-    return error_response(exc.status_code, code, exc.detail)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = _allowed_methods(request) or headers.get("Allow", "")
+    return error_response(exc.status_code, code, exc.detail, headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -16,6 +16,8 @@ the others notice commits through `PRAGMA data_version` and their long-poll inte
 
     serve_registry(create_app(settings), host="127.0.0.1", port=8000)
     serve_workers(4, APP_FACTORY, host="127.0.0.1", port=8000)  # settings from the environment
+
+Both read slow clients' requests with deadlines (`registry.api.timeouts`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
 from registry.api.metrics import MULTIPROC_ENV
 from registry.api.notify import ChannelNotifier
+from registry.api.timeouts import TimedH11Protocol
 
 
 def find_notifier(app: Any) -> ChannelNotifier | None:
@@ -85,7 +88,12 @@ def default_workers(database_url: str) -> int:
 def serve_registry(app: FastAPI, *, host: str, port: int, log_level: str = "info") -> None:
     """Serve `app` (from `registry.app.create_app`) until SIGINT/SIGTERM."""
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, timeout_keep_alive=KEEP_ALIVE_S
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        http=TimedH11Protocol,
     )
     RegistryServer(config).run()
 
@@ -114,6 +122,7 @@ def serve_workers(
         port=port,
         log_level=log_level,
         timeout_keep_alive=KEEP_ALIVE_S,
+        http=TimedH11Protocol,
         workers=workers,
     )
     # Counters shared by the workers (registry/api/metrics.py); set before they start.

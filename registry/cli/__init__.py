@@ -4,7 +4,8 @@
                  `client_command` (--url/--token/--json, a client and an `Output`)
     render.py    the registry's tables: adapters, lineage, revisions, gate reports
     server.py    serve (checks the blob store first), db upgrade (the database directly)
-    tokens.py    token create|list|revoke (the registry with an admin token, else the database)
+    tokens.py    token create|list|revoke|rebind (the registry with an admin token, else the
+                 database)
     catalog.py   backbone, capability
     adapters.py  adapter push|pull|list|show|lineage, approve, reject, revoke
     channels.py  promote, gate, rollback, channel list|show|revisions|wait

@@ -98,6 +98,17 @@ def serve(
     A store that cannot be used (an S3 bucket that does not exist, credentials that do not
     work, a directory that is not writable) is one line on stderr and exit 1, before
     anything else happens.
+
+    \b
+    Slow clients: a request's line and headers must arrive within WEACT_HEADER_TIMEOUT_S
+    (default 10 s) of its first byte, and its body may pause for WEACT_BODY_TIMEOUT_S
+    (default 30 s) at most between two pieces; otherwise the answer is 408 and the
+    connection is closed. Idle keep-alive connections close after 75 s.
+    Other settings: WEACT_METRICS_PUBLIC=true serves /v1/metrics without a token;
+    WEACT_DATABASE_LOCK_TIMEOUT_S (default 30) bounds a write's wait for a database lock
+    (then 503 with Retry-After); WEACT_ADAPTER_MAX_HEADER_BYTES (1 MiB),
+    WEACT_ADAPTER_MAX_TENSORS, WEACT_ADAPTER_MAX_DIMS and WEACT_ADAPTER_MAX_ELEMENTS bound an
+    adapter's safetensors header.
     """
     from registry.api.app import open_blob_store
     from registry.api.serving import default_workers, serve_registry, serve_workers

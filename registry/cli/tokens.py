@@ -1,4 +1,5 @@
-"""`weact token create|list|revoke`: through the running registry, or its database directly.
+"""`weact token create|list|revoke|rebind`: through the running registry, or its database
+directly. (`rebind` gives a node id to another node token: `POST /v1/nodes/ID/rebind`.)
 
 Where a token goes is never a surprise:
 
@@ -10,7 +11,8 @@ Where a token goes is never a surprise:
 Whenever a command goes to a database directly it says which one on stderr (and in the
 `--json` answer as `database`), so a token minted into the wrong file is seen at once; over
 HTTP it names the registry (`registry`). The first admin token has to be made in the
-database: nothing can create one over HTTP before it exists.
+database: nothing can create one over HTTP before it exists. The last admin token cannot
+be revoked, here or over HTTP.
 """
 
 from __future__ import annotations
@@ -188,4 +190,38 @@ def token_revoke(target: Target, token_id: int, as_json: bool) -> None:
     Output(as_json).show(
         {**result, **target.where()},
         lambda r: f"revoked token {r['id']} ({r['name']}, {r['role']}) in {target.shown}",
+    )
+
+
+@token.command("rebind")
+@click.argument("node_id")
+@click.argument("token_id", type=int)
+@_target_options
+def token_rebind(target: Target, node_id: str, token_id: int, as_json: bool) -> None:
+    """Make node token TOKEN_ID the owner of NODE_ID.
+
+    A node id belongs to the first node token that claims it (bound when the token is
+    created with a node id, or by its first heartbeat); a heartbeat for it with any other
+    token is 403 until an admin runs this. The previous owner's token is revoked (a node
+    token serves one node id). Through the registry (`POST /v1/nodes/NODE_ID/rebind`, an
+    admin --token) or straight in the database (--database-url).
+    """
+    if target.database_url is None:
+        with _client(target) as client:
+            bound = dict(client.rebind_node(node_id, token_id))
+    else:
+        from registry.db.session import session_scope
+        from registry.services.tokens import rebind_node
+
+        require_schema(target.database_url)
+        with session_scope(target.database_url) as session:
+            info = rebind_node(session=session, node_id=node_id, token_id=token_id, actor="cli")
+        bound = {"id": info.id, "name": info.name, "node_id": info.node_id}
+    result = {"node_id": node_id, "token_id": bound["id"], "token_name": bound["name"]}
+    Output(as_json).show(
+        {**result, **target.where()},
+        lambda r: (
+            f"node {r['node_id']} now belongs to token {r['token_id']} "
+            f"({r['token_name']}) in {target.shown}"
+        ),
     )

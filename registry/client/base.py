@@ -11,14 +11,15 @@ from typing import Any, Self
 import httpx
 
 from registry.client.seen import SeenRevisions
-from registry.client.transport import Transport
+from registry.client.transport import RETRIES, Transport
 
 
 class EndpointBase:
     """One method per JSON endpoint of the registry API; see docs/CONTRACTS.md section 2.
 
     `url` is the registry's base URL (`http(s)://HOST[:PORT]`; `InvalidError` otherwise),
-    `token` a bearer token, `timeout` seconds for each request (a long-poll adds its wait).
+    `token` a bearer token, `timeout` seconds for each request (a long-poll adds its wait),
+    `retries` how often an idempotent request answered 503 is sent again (see `transport`).
     """
 
     def __init__(
@@ -28,8 +29,9 @@ class EndpointBase:
         timeout: float = 30.0,
         *,
         transport: httpx.BaseTransport | None = None,
+        retries: int = RETRIES,
     ) -> None:
-        self._transport = Transport(url, token, timeout, transport)
+        self._transport = Transport(url, token, timeout, transport, retries)
         self.url = self._transport.url
         self.timeout = timeout
         self.seen = SeenRevisions()

@@ -255,6 +255,11 @@ class Endpoints(ChannelEndpoints):
         body = {"kind": kind, "adapter": adapter, "detail": detail}
         return cast(Event, self._post(f"/nodes/{node_id}/events", body))
 
+    def rebind_node(self, node_id: str, token_id: int) -> dict[str, Any]:
+        """Make node token `token_id` the owner of `node_id` (admin); the previous owner's
+        token is revoked."""
+        return cast(dict[str, Any], self._post(f"/nodes/{node_id}/rebind", {"token_id": token_id}))
+
     def list_nodes(self) -> list[Node]:
         return cast(list[Node], self._get("/nodes"))
 

@@ -10,11 +10,17 @@ Two functions hold the whole mapping, so no caller of `RegistryClient` ever sees
   `TransferError` (a body that broke off) or `RegistryUnavailableError` (refused, DNS,
   reset, protocol), raised `from` the httpx error.
 
-`Transport` owns the one `httpx.Client` and sends everything through them.
+`Transport` owns the one `httpx.Client` and sends everything through them. An idempotent
+request (GET, HEAD, OPTIONS; PUT and DELETE with a body in memory) answered 503 (the
+registry's database is unavailable for a moment) is sent again, up to `retries` more
+times, after the answer's `Retry-After` or an exponential backoff (each wait at most
+`MAX_RETRY_WAIT_S`). A POST is never repeated: the caller decides.
 """
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,6 +41,32 @@ _GATEWAY_ERRORS: dict[int, type[errors.RegistryError]] = {
     503: errors.RegistryUnavailableError,
     504: errors.RegistryTimeoutError,
 }
+
+
+RETRIES = 4
+BACKOFF_S = 0.25
+MAX_RETRY_WAIT_S = 5.0
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
+
+def retryable(request: httpx.Request, response: httpx.Response) -> bool:
+    """A 503 to an idempotent request whose body (if any) can be sent again."""
+    if response.status_code != 503 or request.method not in _IDEMPOTENT:
+        return False
+    return request.method in ("GET", "HEAD", "OPTIONS") or isinstance(
+        request.stream, httpx.ByteStream
+    )
+
+
+def retry_wait(response: httpx.Response, attempt: int) -> float:
+    """Seconds to wait before retry number `attempt` (0-based): `Retry-After` when the
+    answer has one in seconds, else an exponential backoff with jitter; capped."""
+    given = response.headers.get("Retry-After", "").strip()
+    if given.isdigit():
+        wait = float(given)
+    else:
+        wait = BACKOFF_S * 2**attempt
+    return min(MAX_RETRY_WAIT_S, wait) * random.uniform(1.0, 1.25)
 
 
 def raise_for_error(response: httpx.Response) -> None:
@@ -131,10 +163,12 @@ class Transport:
         token: str | None,
         timeout: float,
         transport: httpx.BaseTransport | None = None,
+        retries: int = RETRIES,
     ) -> None:
         self.url = check_url(url)
         self.timeout = timeout
         self.token = token
+        self.retries = retries
         self._transport = transport
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
@@ -152,10 +186,21 @@ class Transport:
         self, method: str, path: str, *, answers: tuple[int, ...] = (), **kwargs: Any
     ) -> httpx.Response:
         """Send a request; raise the typed error of an error answer not listed in `answers`."""
-        response = _send(self._http, self._http.build_request(method, path, **kwargs))
+        response = self._send(self._http.build_request(method, path, **kwargs))
         if response.status_code not in answers:
             raise_for_error(response)
         return response
+
+    def _send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
+        """Send `request`; again after a wait while it is answered 503 and may be repeated."""
+        for attempt in range(self.retries + 1):
+            response = _send(self._http, request, stream=stream)
+            if attempt == self.retries or not retryable(request, response):
+                return response
+            wait = retry_wait(response, attempt)
+            response.close()
+            time.sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
         return read_json(self.request(method, path, **kwargs))
@@ -163,7 +208,7 @@ class Transport:
     @contextmanager
     def stream(self, path: str) -> Iterator[Body]:
         """GET `path` as a stream; a 307 (to a presigned URL) is followed without our token."""
-        response = _send(self._http, self._http.build_request("GET", path), stream=True)
+        response = self._send(self._http.build_request("GET", path), stream=True)
         plain: httpx.Client | None = None
         what = REGISTRY
         try:

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from registry.audit import append_event
 from registry.db.convert import to_adapter
 from registry.db.models import SqlAdapterTag, SqlAdapterVersion, SqlBackbone, SqlCapability
+from registry.db.session import Database
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page, Principal
 from registry.errors import (
     ConflictError,
@@ -34,7 +35,15 @@ from registry.services.fit import check_fit, read_config
 from registry.services.gc import guard_blobs
 from registry.services.retry import with_retries
 from registry.services.tags import check_tags, search_filters
-from storage import BlobStore, InvalidSafetensorsError, Manifest, manifest_of_stream
+from registry.settings import DEFAULT_ADAPTER_LIMITS, LIMIT_SETTINGS
+from storage import (
+    BlobStore,
+    HeaderLimitError,
+    HeaderLimits,
+    InvalidSafetensorsError,
+    Manifest,
+    manifest_of_stream,
+)
 from storage import DigestMismatchError as StorageDigestMismatch
 
 CONFIG_FILE = "adapter_config.json"
@@ -117,10 +126,22 @@ def _check_new_content(
         )
 
 
-def _read_manifest(store: BlobStore, digest: str) -> Manifest:
+def _read_manifest(store: BlobStore, digest: str, limits: HeaderLimits) -> Manifest:
     try:
         with store.open(digest) as fh:
-            return manifest_of_stream(fh, store.size(digest), label=WEIGHTS_FILE)
+            return manifest_of_stream(fh, store.size(digest), label=WEIGHTS_FILE, limits=limits)
+    except HeaderLimitError as exc:
+        setting = LIMIT_SETTINGS.get(exc.limit, exc.limit)
+        raise IncompatibleAdapterError(
+            {
+                "message": f"{WEIGHTS_FILE} refused: {exc.problem}; "
+                f"the server's {setting} setting raises it",
+                "problems": [exc.problem],
+                "limit": exc.limit,
+                "bound": exc.bound,
+                "setting": setting,
+            }
+        ) from exc
     except InvalidSafetensorsError as exc:
         raise IncompatibleAdapterError(f"{WEIGHTS_FILE} is not valid safetensors: {exc}") from exc
     except StorageDigestMismatch as exc:
@@ -152,28 +173,77 @@ def _next_version(session: Session, capability_id: int, backbone_id: int) -> int
     return (current or 0) + 1
 
 
-def register_adapter(
-    *, session: Session, store: BlobStore, actor: Principal, draft: AdapterDraft
-) -> AdapterVersion:
-    """Check that the adapter fits its backbone and record it as the next version.
+@dataclass(frozen=True)
+class VerifiedAdapter:
+    """A draft whose files were read and checked (``verify_adapter``): what is left to do
+    is bookkeeping (``record_adapter``)."""
 
-    Its blobs are checked under the gc lock (shared), held until the row is committed.
+    draft: AdapterDraft
+    capability_id: int
+    backbone_id: int
+    rank: int
+    alpha: float
+    target_modules: list[str]
+    manifest_root: str
+    card: str | None
+    tags: dict[str, str]
+    identity: str
+
+
+def verify_adapter(
+    *,
+    database: Database,
+    store: BlobStore,
+    draft: AdapterDraft,
+    limits: HeaderLimits = DEFAULT_ADAPTER_LIMITS,
+) -> VerifiedAdapter:
+    """Read and check an adapter's files against its backbone, outside any transaction.
+
+    Only the names are looked up in a short read; reading and hashing the files (which a
+    hostile header can make slow) holds no database lock and no connection.
     """
-    guard_blobs(session)
-    capability = find_capability_row(session, draft.capability)
-    backbone = find_backbone_row(session, draft.backbone)
+    with database.read() as session:
+        capability = find_capability_row(session, draft.capability)
+        backbone = find_backbone_row(session, draft.backbone)
+        ids, manifest_digest = (capability.id, backbone.id), backbone.manifest_digest
     _check_files(store, draft.files)
     raw_config = read_config(store, draft.files[CONFIG_FILE])
-    manifest = _read_manifest(store, draft.files[WEIGHTS_FILE])
-    backbone_weights = backbone_manifest(store=store, manifest_digest=backbone.manifest_digest)
+    manifest = _read_manifest(store, draft.files[WEIGHTS_FILE], limits)
+    backbone_weights = backbone_manifest(store=store, manifest_digest=manifest_digest)
     config = check_fit(raw_config, manifest, backbone_weights).config
+    return VerifiedAdapter(
+        draft=draft,
+        capability_id=ids[0],
+        backbone_id=ids[1],
+        rank=config.r,
+        alpha=config.alpha,
+        target_modules=config.target_list,
+        manifest_root=manifest.root,
+        card=_read_card(store, draft.files),
+        tags=check_tags(draft.tags),
+        identity=content_digest(draft.files),
+    )
+
+
+def record_adapter(
+    *, session: Session, store: BlobStore, actor: Principal, verified: VerifiedAdapter
+) -> AdapterVersion:
+    """Record a verified adapter as the next version: bookkeeping only.
+
+    Its blobs are checked to still exist (a stat each) under the gc lock (shared), held
+    until the row is committed.
+    """
+    guard_blobs(session)
+    draft = verified.draft
+    capability = session.get(SqlCapability, verified.capability_id)
+    backbone = session.get(SqlBackbone, verified.backbone_id)
+    if capability is None or backbone is None:  # pragma: no cover - never deleted
+        raise NotFoundError("the capability or backbone is gone")
+    _check_files(store, draft.files)
     _check_parent(session, draft.parent_id, capability, backbone)
-    card = _read_card(store, draft.files)
-    tags = check_tags(draft.tags)
-    identity = content_digest(draft.files)
 
     def insert() -> SqlAdapterVersion:
-        _check_new_content(session, capability, backbone, identity)  # again after a race
+        _check_new_content(session, capability, backbone, verified.identity)
         row = SqlAdapterVersion(
             capability=capability,
             backbone=backbone,
@@ -181,17 +251,17 @@ def register_adapter(
             label=draft.label,
             parent_id=draft.parent_id,
             state=AdapterState.CANDIDATE.value,
-            rank=config.r,
-            alpha=config.alpha,
-            target_modules=config.target_list,
+            rank=verified.rank,
+            alpha=verified.alpha,
+            target_modules=verified.target_modules,
             files=dict(sorted(draft.files.items())),
-            manifest_root=manifest.root,
+            manifest_root=verified.manifest_root,
             provenance=draft.provenance or {},
             created_by=actor.name,
             created_by_id=actor.principal_id,
-            card=card,
-            content_digest=identity,
-            tags=[SqlAdapterTag(key=k, value=v) for k, v in tags.items()],
+            card=verified.card,
+            content_digest=verified.identity,
+            tags=[SqlAdapterTag(key=k, value=v) for k, v in verified.tags.items()],
         )
         session.add(row)
         session.flush()
@@ -214,6 +284,20 @@ def register_adapter(
         },
     )
     return adapter
+
+
+def register_adapter(
+    *,
+    database: Database,
+    store: BlobStore,
+    actor: Principal,
+    draft: AdapterDraft,
+    limits: HeaderLimits = DEFAULT_ADAPTER_LIMITS,
+) -> AdapterVersion:
+    """Check an adapter's files (no transaction open), then record it (one short write)."""
+    verified = verify_adapter(database=database, store=store, draft=draft, limits=limits)
+    with database.write() as session:
+        return record_adapter(session=session, store=store, actor=actor, verified=verified)
 
 
 def find_adapter_row(session: Session, adapter_id: int) -> SqlAdapterVersion:

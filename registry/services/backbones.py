@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -28,22 +29,40 @@ def parse_manifest(obj: Any) -> Manifest:
         raise InvalidError(f"invalid manifest: {exc}") from exc
 
 
-def register_backbone(
-    *, session: Session, store: BlobStore, actor: Principal, name: str, manifest: Any
-) -> Backbone:
-    """Register a backbone; its canonical manifest JSON goes to the blob store."""
+@dataclass(frozen=True)
+class PreparedBackbone:
+    """A parsed manifest whose canonical JSON is already in the store (``prepare_backbone``)."""
+
+    name: str
+    manifest: Manifest
+    digest: str
+
+
+def prepare_backbone(*, store: BlobStore, name: str, manifest: Any) -> PreparedBackbone:
+    """Parse and store a backbone's manifest, outside any transaction."""
     if not name.strip() or len(name) > 256:
         raise InvalidError("backbone name must be 1-256 characters")
     parsed = parse_manifest(manifest)
     if len(parsed) == 0:
         raise InvalidError("a backbone manifest needs at least one tensor")
+    digest = store.put([canonical_json(parsed.to_json()).encode("utf-8")])
+    return PreparedBackbone(name=name, manifest=parsed, digest=digest)
+
+
+def record_backbone(
+    *, session: Session, store: BlobStore, actor: Principal, prepared: PreparedBackbone
+) -> Backbone:
+    """Record a prepared backbone: bookkeeping, plus storing the (small) manifest blob again
+    should ``weact gc`` have collected it since it was prepared."""
+    parsed, digest = prepared.manifest, prepared.digest
     conflict = f"backbone with root {parsed.root} is already registered"
     if session.scalar(select(SqlBackbone.id).where(SqlBackbone.root == parsed.root)):
         raise ConflictError(conflict)
     guard_blobs(session)  # the manifest blob cannot be collected before the row commits
-    digest = store.put([canonical_json(parsed.to_json()).encode("utf-8")])
+    if not store.exists(digest):
+        store.put([canonical_json(parsed.to_json()).encode("utf-8")])
     row = SqlBackbone(
-        name=name,
+        name=prepared.name,
         root=parsed.root,
         tensor_count=len(parsed),
         param_count=parsed.param_count,
@@ -56,9 +75,17 @@ def register_backbone(
         actor=actor.name,
         action="backbone.register",
         subject=f"backbone:{parsed.root}",
-        payload={"name": name, "root": parsed.root, "manifest_digest": digest},
+        payload={"name": prepared.name, "root": parsed.root, "manifest_digest": digest},
     )
     return to_backbone(row)
+
+
+def register_backbone(
+    *, session: Session, store: BlobStore, actor: Principal, name: str, manifest: Any
+) -> Backbone:
+    """Prepare and record a backbone in ``session`` (scripts; the API prepares first)."""
+    prepared = prepare_backbone(store=store, name=name, manifest=manifest)
+    return record_backbone(session=session, store=store, actor=actor, prepared=prepared)
 
 
 def find_backbone_row(session: Session, key: str) -> SqlBackbone:

@@ -1,7 +1,8 @@
 """Tags of adapter versions (`key=value`, one value per key) and the search over versions.
 
-A version's tags are set when it is pushed and changed later by a publisher (`set_tags`:
-keys to set, keys to remove; one audited event). The search (`search_filters`) narrows
+A version's tags are set when it is pushed and changed later (`set_tags`: keys to set,
+keys to remove; one audited event) by its publisher's principal (with a publisher token),
+an approver or an admin; anyone else is 403. The search (`search_filters`) narrows
 `list_adapters` by tags (all must match), label, parent and text of the model card.
 """
 
@@ -17,8 +18,8 @@ from sqlalchemy.orm import Session
 from registry.audit import append_event
 from registry.db.convert import to_adapter
 from registry.db.models import SqlAdapterTag, SqlAdapterVersion
-from registry.domain import AdapterVersion, Principal
-from registry.errors import InvalidError
+from registry.domain import AdapterVersion, Principal, Role
+from registry.errors import ForbiddenError, InvalidError
 
 KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$")
 MAX_VALUE = 256
@@ -59,6 +60,7 @@ def set_tags(
     remove: Sequence[str] = (),
 ) -> AdapterVersion:
     """Set `put` and remove `remove` (keys) on a version's tags; one `adapter.tag` event."""
+    check_may_tag(actor, row)
     put = check_tags(put)
     both = sorted(set(put) & set(remove))
     if both:
@@ -87,6 +89,20 @@ def set_tags(
         payload={"set": dict(put), "remove": sorted(remove), "tags": adapter.tags},
     )
     return adapter
+
+
+def check_may_tag(actor: Principal, row: SqlAdapterVersion) -> None:
+    """Approvers and admins tag any version; a publisher only its own principal's."""
+    from registry.services.lifecycle import published_by  # lifecycle imports adapters
+
+    if actor.role in (Role.APPROVER, Role.ADMIN):
+        return
+    if actor.role is Role.PUBLISHER and published_by(row, actor):
+        return
+    raise ForbiddenError(
+        f"{row.capability.name}@{row.version} was published by {row.created_by!r}: only that "
+        "principal, approvers and admins change its tags"
+    )
 
 
 def search_filters(

@@ -8,10 +8,11 @@ from factories import backbone_manifest_json, write_backbone
 from harness import Harness, World
 
 
-def test_healthz_and_metrics_need_no_token(api: Harness) -> None:
+def test_healthz_needs_no_token_and_metrics_a_token(api: Harness) -> None:
     assert api.ok("GET", "/healthz", None) == {"status": "ok"}
     api.ok("GET", "/capabilities", "reader")
-    metrics = api.request("GET", "/metrics", None)
+    assert api.fails(401, "unauthorized", "GET", "/metrics", None)
+    metrics = api.request("GET", "/metrics", "reader")
     assert metrics.status_code == 200, metrics.text
     assert 'weact_http_requests_total{method="GET",route="/v1/capabilities"' in metrics.text
     assert "weact_events " in metrics.text
@@ -75,7 +76,7 @@ def test_metrics_count_registry_contents(world: World) -> None:
     adapter = world.approved("write")
     world.adapter("plan")
     world.promote({"write": adapter["id"]})
-    text = world.api.request("GET", "/metrics", None).text
+    text = world.api.request("GET", "/metrics", "reader").text
     assert 'weact_adapters{state="approved"} 1.0' in text
     assert 'weact_adapters{state="candidate"} 1.0' in text
     assert 'weact_channel_revision{channel="prod"} 1.0' in text

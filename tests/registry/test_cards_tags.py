@@ -227,10 +227,9 @@ def test_bad_tags_change_nothing(served: Served) -> None:
         )
     assert alice.get_adapter(version["id"])["tags"] == {}
     assert alice.list_adapters()["total"] == 1
-    with pytest.raises(errors.ForbiddenError):
-        RegistryClient(served.registry.url, served.tokens["approver"]).tag_adapter(
-            version["id"], {"k": "v"}
-        )
+    mallory = served.registry.bootstrap_token("mallory", "publisher")
+    with pytest.raises(errors.ForbiddenError):  # another publisher's adapter (issue 25)
+        RegistryClient(served.registry.url, mallory).tag_adapter(version["id"], {"k": "v"})
     bad = served.weact("adapter", "list", "--tag", "novalue")
     assert bad.returncode == 2
     assert "expected KEY=VALUE" in bad.stderr

@@ -186,7 +186,7 @@ def test_token_revoke_in_the_database(tmp_path: Path) -> None:
         argv = [str(WEACT), "token", *args, "--database-url", url]
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
 
-    made = json.loads(weact("create", "--name", "ops", "--role", "admin", "--json").stdout)
+    made = json.loads(weact("create", "--name", "ops", "--role", "reader", "--json").stdout)
     done = weact("revoke", str(made["id"]), "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["database"] == url

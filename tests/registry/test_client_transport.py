@@ -196,6 +196,7 @@ def _calls(tmp_path: Path) -> dict[str, Callable[[RegistryClient], Any]]:
         "create_token": lambda c: c.create_token(name="n", role="reader"),
         "list_tokens": lambda c: c.list_tokens(),
         "revoke_token": lambda c: c.revoke_token(1),
+        "rebind_node": lambda c: c.rebind_node("gpu-1", 1),
         "tag_adapter": lambda c: c.tag_adapter(1, {"k": "v"}),
         "upload_blob": lambda c: c.upload_blob(blob),
         "upload_bytes": lambda c: c.upload_bytes(b"x"),
@@ -241,6 +242,9 @@ def _calls(tmp_path: Path) -> dict[str, Callable[[RegistryClient], Any]]:
         "promote": lambda c: c.promote("prod", {"plan": 1}),
         "rollback": lambda c: c.rollback("prod", to_revision=1),
         "heartbeat": lambda c: c.heartbeat("n", channel="prod", revision=None, audit={}),
+        "report_node_event": lambda c: c.report_node_event(
+            "n", kind="integrity.refused", adapter="write@1", detail="root differs"
+        ),
         "list_nodes": lambda c: c.list_nodes(),
         "list_events": lambda c: c.list_events(),
         "verify_events": lambda c: c.verify_events(),
@@ -308,3 +312,40 @@ def test_the_long_poll_retries_once_on_a_connection_dropped_before_any_answer() 
     with pytest.raises(errors.RegistryUnavailableError, match="cannot reach the registry"):
         asyncio.run(main(2))  # dropped twice: a typed error, no third try
     assert len(attempts) == 2
+
+
+def _flaky(failures: int, calls: list[str]) -> httpx.MockTransport:
+    """503 `unavailable` (Retry-After: 0) for the first `failures` requests, then 200."""
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        calls.append(request.method)
+        if len(calls) <= failures:
+            body = {"error": "unavailable", "detail": "database restarting"}
+            return httpx.Response(503, json=body, headers={"Retry-After": "0"})
+        return httpx.Response(200, json=[])
+
+    return httpx.MockTransport(serve)
+
+
+def test_an_idempotent_request_is_retried_through_503() -> None:
+    calls: list[str] = []
+    with RegistryClient("http://registry.test", "t", transport=_flaky(3, calls)) as client:
+        assert client.list_capabilities() == []
+    assert calls == ["GET"] * 4
+
+
+def test_retries_give_up_with_the_typed_error() -> None:
+    calls: list[str] = []
+    client = RegistryClient("http://registry.test", "t", transport=_flaky(99, calls), retries=2)
+    with client, pytest.raises(errors.RegistryUnavailableError) as caught:
+        client.list_capabilities()
+    assert caught.value.status_code == 503
+    assert calls == ["GET"] * 3
+
+
+def test_a_post_is_never_repeated() -> None:
+    calls: list[str] = []
+    with RegistryClient("http://registry.test", "t", transport=_flaky(1, calls)) as client:
+        with pytest.raises(errors.RegistryUnavailableError):
+            client.create_capability(name="plan", description="d")
+    assert calls == ["POST"]

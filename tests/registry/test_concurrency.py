@@ -53,10 +53,9 @@ def test_concurrent_registrations_get_versions_1_to_n(world: World) -> None:
     ]
 
     def register(i: int) -> int:
-        with api.db.write() as session:
-            return adapters.register_adapter(
-                session=session, store=api.store, actor=ALICE, draft=drafts[i]
-            ).version
+        return adapters.register_adapter(
+            database=api.db, store=api.store, actor=ALICE, draft=drafts[i]
+        ).version
 
     results = _at_once(register)
     assert sorted(results) == list(range(1, THREADS + 1)), results  # type: ignore[type-var]

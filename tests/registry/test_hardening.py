@@ -154,7 +154,7 @@ def test_the_openapi_document_promises_the_one_error_shape(sqlite_api: Harness) 
     for path, methods in spec["paths"].items():
         for method, operation in methods.items():
             responses = operation["responses"]
-            public = path in ("/v1/healthz", "/v1/metrics")
+            public = path == "/v1/healthz"
             expected = {"413"} if public else {"401", "413", "422"}
             if method in ("post", "put") and not public and not path.endswith("/gate"):
                 expected |= {"403"}

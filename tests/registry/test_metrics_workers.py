@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
 
 from registry.launcher import embedded_registry
 
@@ -25,7 +26,10 @@ def _healthz_count(url: str) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-def test_every_worker_reports_the_requests_of_all_workers(tmp_path: Path) -> None:
+def test_every_worker_reports_the_requests_of_all_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WEACT_METRICS_PUBLIC", "true")  # scraped without a token
     with embedded_registry(tmp_path, workers=2) as server:
         before = _healthz_count(server.url)
         for _ in range(REQUESTS):

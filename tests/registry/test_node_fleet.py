@@ -83,7 +83,7 @@ def test_metrics_export_the_fleet_per_channel(world: World) -> None:
     world.promote({"write": world.approved("write", seed=2)["id"]})
     beat(world, "gpu-1", 2)
     beat(world, "gpu-2", 1, stale=True, audit_ok=False)
-    text = world.api.client.get("/v1/metrics").text
+    text = world.api.request("GET", "/metrics", "reader").text
     for line in [
         'weact_node_revision{channel="prod",node="gpu-1"} 2.0',
         'weact_node_lag{channel="prod",node="gpu-2"} 1.0',

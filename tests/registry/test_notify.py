@@ -158,7 +158,7 @@ def test_a_promotion_on_one_process_wakes_long_polls_on_the_other(
         reader = world.tokens["reader"]
 
         thread, out = poll_in_thread(b.url, reader, after=pair.first, wait=50)
-        wait_for_polls(b.url, 1)  # the poll is waiting on b
+        wait_for_polls(b.url, 1, world.tokens["reader"])  # the poll is waiting on b
         second = world.promote("prod", {"write": pair.ids[1]})
         thread.join(20)
         ((response, _),) = out
@@ -178,7 +178,7 @@ def test_a_promotion_on_one_process_wakes_long_polls_on_the_other(
         assert killed == 2  # one listener per registry process
         time.sleep(1.0)
         thread, out = poll_in_thread(b.url, reader, after=second, wait=50)
-        wait_for_polls(b.url, 1)
+        wait_for_polls(b.url, 1, world.tokens["reader"])
         third = world.promote("prod", {"write": pair.ids[2]})
         thread.join(20)
         ((response, _),) = out
@@ -186,9 +186,10 @@ def test_a_promotion_on_one_process_wakes_long_polls_on_the_other(
         assert response.json()["revision"] == third
 
 
-def channel_wakes(url: str) -> float:
+def channel_wakes(url: str, token: str) -> float:
     """The server's count of channel notifications heard (its `weact_channel_wakes`)."""
-    found = re.search(r"^weact_channel_wakes (\S+)$", httpx.get(f"{url}/v1/metrics").text, re.M)
+    scraped = httpx.get(f"{url}/v1/metrics", headers={"Authorization": f"Bearer {token}"})
+    found = re.search(r"^weact_channel_wakes (\S+)$", scraped.text, re.M)
     assert found is not None
     return float(found.group(1))
 
@@ -222,13 +223,13 @@ def test_a_token_revoke_reaches_the_other_process_and_wakes_no_long_poll(
                 assert httpx.get(f"{b.url}/v1/adapters", headers=bearer(token)).status_code == 200
 
         thread, out = poll_in_thread(b.url, world.tokens["reader"], after=pair.first, wait=50)
-        wait_for_polls(b.url, 1)
+        wait_for_polls(b.url, 1, world.tokens["reader"])
         # b hears notifications in commit order: once it refuses the first token, it has heard
         # every earlier one (the promotion's) too
         revoke_through(world, made[0], b.url)
-        wakes = channel_wakes(b.url)
+        wakes = channel_wakes(b.url, world.tokens["reader"])
         revoke_through(world, made[1], b.url)
-        assert channel_wakes(b.url) == wakes
+        assert channel_wakes(b.url, world.tokens["reader"]) == wakes
         assert thread.is_alive()
         assert not out
 
@@ -236,7 +237,7 @@ def test_a_token_revoke_reaches_the_other_process_and_wakes_no_long_poll(
         thread.join(20)
         ((response, _),) = out
         assert (response.status_code, response.json()["revision"]) == (200, second)
-        assert channel_wakes(b.url) > wakes
+        assert channel_wakes(b.url, world.tokens["reader"]) > wakes
 
 
 def test_stopping_the_registry_ends_open_long_polls_at_once(tmp_path: Path) -> None:
@@ -246,7 +247,7 @@ def test_stopping_the_registry_ends_open_long_polls_at_once(tmp_path: Path) -> N
         adapter = world.publish(write_adapter(tmp_path / "write"), "write")
         first = world.promote("prod", {"write": adapter["id"]})
         polls = [poll_in_thread(server.url, world.tokens["reader"], first, 55) for _ in range(3)]
-        wait_for_polls(server.url, 3)
+        wait_for_polls(server.url, 3, world.tokens["reader"])
         start = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
         server.process.wait(timeout=30)

@@ -97,16 +97,21 @@ class Lifecycle(RuleBasedStateMachine):
         with self.db.write() as session:
             return fn(session=session, **kw)
 
+    def _register(self, draft: adapters.AdapterDraft) -> Any:
+        return adapters.register_adapter(
+            database=self.db, store=self.store, actor=ALICE, draft=draft
+        )
+
     @rule(target=adapters_, cap=st.sampled_from(CAPS), files=st.integers(0, 2))
     def register(self, cap: str, files: int) -> int:
         draft = adapters.AdapterDraft(cap, self.prepared.backbone, self.prepared.files[files])
         if (cap, files) in self.contents:  # identical bytes: refused, naming the version
             existing = self.contents[(cap, files)]
             with pytest.raises(ConflictError) as refused:
-                self._call(adapters.register_adapter, store=self.store, actor=ALICE, draft=draft)
+                self._register(draft)
             assert refused.value.detail["adapter_id"] == existing
             return existing
-        adapter = self._call(adapters.register_adapter, store=self.store, actor=ALICE, draft=draft)
+        adapter = self._register(draft)
         self.contents[(cap, files)] = adapter.id
         self.versions[cap] += 1
         assert adapter.version == self.versions[cap]

@@ -32,11 +32,13 @@ def poll_in_thread(url: str, token: str, after: int, wait: float) -> tuple[threa
     return thread, out
 
 
-def wait_for_polls(url: str, count: int, timeout: float = 30) -> None:
-    """Until `count` long-polls are open in the server at `url` (one process: its gauge)."""
+def wait_for_polls(url: str, count: int, token: str, timeout: float = 30) -> None:
+    """Until `count` long-polls are open in the server at `url` (one process: its gauge,
+    scraped with `token`)."""
     deadline = time.monotonic() + timeout
+    headers = {"Authorization": f"Bearer {token}"}
     while time.monotonic() < deadline:
-        text = httpx.get(f"{url}/v1/metrics").text
+        text = httpx.get(f"{url}/v1/metrics", headers=headers).text
         if f"weact_long_polls_waiting {float(count)}" in text:
             return
         time.sleep(0.05)

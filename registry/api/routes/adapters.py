@@ -48,10 +48,13 @@ def post_adapter(body: AdapterCreate, state: StateDep, actor: Publisher) -> Adap
         provenance=body.provenance.model_dump(),
         tags=body.tags,
     )
-    with state.db.write() as session:
-        return adapters.register_adapter(
-            session=session, store=state.store, actor=actor, draft=draft
-        )
+    return adapters.register_adapter(
+        database=state.db,
+        store=state.store,
+        actor=actor,
+        draft=draft,
+        limits=state.settings.adapter_limits(),
+    )
 
 
 @router.get("/adapters", response_model=AdapterPage, responses=errors(*READ))
@@ -93,9 +96,10 @@ def get_adapters(
     responses=errors(404, 401, 403, 413, 422),
 )
 def post_tags(
-    adapter_id: AdapterId, body: TagUpdate, state: StateDep, actor: Publisher
+    adapter_id: AdapterId, body: TagUpdate, state: StateDep, actor: Reader
 ) -> AdapterVersion:
-    """Set and remove key=value tags of a version (any state)."""
+    """Set and remove key=value tags of a version (any state): its publisher's principal
+    (with a publisher token), approvers and admins; anyone else is 403."""
     with state.db.write() as session:
         row = adapters.find_adapter_row(session, adapter_id)
         return tags.set_tags(

@@ -20,13 +20,12 @@ router = APIRouter(tags=["backbones"])
     responses=errors(401, 403, 409, 413, 422),
 )
 def post_backbone(body: BackboneCreate, state: StateDep, actor: Admin) -> Backbone:
+    prepared = backbones.prepare_backbone(
+        store=state.store, name=body.name, manifest=body.manifest.model_dump()
+    )
     with state.db.write() as session:
-        return backbones.register_backbone(
-            session=session,
-            store=state.store,
-            actor=actor,
-            name=body.name,
-            manifest=body.manifest.model_dump(),
+        return backbones.record_backbone(
+            session=session, store=state.store, actor=actor, prepared=prepared
         )
 
 

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from registry.api.deps import Publisher, Reader, StateDep
+from registry.api.paths import Sha256
 from registry.api.responses import READ, errors
 from registry.api.schemas import BlobPublic
 from registry.domain import Principal
@@ -45,7 +46,9 @@ def _claim(state: StateDep, digest: str, spool: IO[bytes]) -> None:
         "requestBody": {"required": True, "content": {"application/octet-stream": BINARY}}
     },
 )
-async def put_blob(digest: str, request: Request, state: StateDep, _actor: Publisher) -> Response:
+async def put_blob(
+    digest: Sha256, request: Request, state: StateDep, _actor: Publisher
+) -> Response:
     blobs.check_digest(digest)
     limit = state.settings.max_body_bytes
     spool = await blobs.spool_upload(request.stream(), expected_sha256=digest, max_bytes=limit)
@@ -104,10 +107,10 @@ def _blob_response(digest: str, state: StateDep, actor: Principal, *, head: bool
 
 
 @router.get("/blobs/{digest}", response_class=Response, responses=GET_RESPONSES)
-def get_blob(digest: str, state: StateDep, actor: Reader) -> Response:
+def get_blob(digest: Sha256, state: StateDep, actor: Reader) -> Response:
     return _blob_response(digest, state, actor, head=False)
 
 
 @router.head("/blobs/{digest}", response_class=Response, responses=GET_RESPONSES)
-def head_blob(digest: str, state: StateDep, actor: Reader) -> Response:
+def head_blob(digest: Sha256, state: StateDep, actor: Reader) -> Response:
     return _blob_response(digest, state, actor, head=True)

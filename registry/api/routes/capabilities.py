@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from registry.api.deps import Admin, Reader, StateDep
+from registry.api.paths import CapabilityName
 from registry.api.responses import READ, errors
 from registry.api.schemas import CapabilityCreate, CapabilityPublic
 from registry.domain import Capability
@@ -37,6 +38,6 @@ def get_capabilities(state: StateDep, _reader: Reader) -> list[Capability]:
 
 
 @router.get("/capabilities/{name}", response_model=CapabilityPublic, responses=errors(404, *READ))
-def get_capability(name: str, state: StateDep, _reader: Reader) -> Capability:
+def get_capability(name: CapabilityName, state: StateDep, _reader: Reader) -> Capability:
     with state.db.read() as session:
         return capabilities.get_capability(session=session, name=name)

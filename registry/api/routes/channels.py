@@ -9,6 +9,7 @@ from fastapi import APIRouter, Header, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from registry.api.deps import Approver, Reader, StateDep
+from registry.api.paths import ChannelName
 from registry.api.responses import READ, errors
 from registry.api.schemas import (
     MAX_DB_INT,
@@ -105,7 +106,7 @@ _ETAG = {"ETag": {"description": '`"<channel>:<revision>"`', "schema": {"type": 
     },
 )
 async def get_channel(
-    name: str,
+    name: ChannelName,
     state: StateDep,
     _reader: Reader,
     after: Annotated[int | None, Query(ge=0, le=MAX_DB_INT)] = None,
@@ -136,7 +137,7 @@ async def get_channel(
     response_model=list[RevisionPublic],
     responses=errors(404, *READ),
 )
-def get_revisions(name: str, state: StateDep, _reader: Reader) -> list[Revision]:
+def get_revisions(name: ChannelName, state: StateDep, _reader: Reader) -> list[Revision]:
     check_name("channel", name)
     with state.db.read() as session:
         return channels.list_revisions(session=session, channel=name)
@@ -149,7 +150,9 @@ def _request(name: str, body: PromoteRequest) -> channels.PromoteRequest:
 @router.post(
     "/channels/{name}/gate", response_model=GateReportPublic, responses=errors(404, 409, *READ)
 )
-def post_gate(name: str, body: PromoteRequest, state: StateDep, _reader: Reader) -> GateReport:
+def post_gate(
+    name: ChannelName, body: PromoteRequest, state: StateDep, _reader: Reader
+) -> GateReport:
     with state.db.read() as session:
         return channels.dry_run_gate(session=session, request=_request(name, body))
 
@@ -161,7 +164,7 @@ def post_gate(name: str, body: PromoteRequest, state: StateDep, _reader: Reader)
     responses=errors(404, 401, 403, 409, 413, 422),
 )
 def post_promote(
-    name: str, body: PromoteRequest, state: StateDep, actor: Approver
+    name: ChannelName, body: PromoteRequest, state: StateDep, actor: Approver
 ) -> PromoteResult:
     with state.db.write() as session:
         result = channels.promote(session=session, actor=actor, request=_request(name, body))
@@ -175,7 +178,9 @@ def post_promote(
     status_code=201,
     responses=errors(404, 401, 403, 409, 413, 422),
 )
-def post_rollback(name: str, body: RollbackRequest, state: StateDep, actor: Approver) -> Revision:
+def post_rollback(
+    name: ChannelName, body: RollbackRequest, state: StateDep, actor: Approver
+) -> Revision:
     with state.db.write() as session:
         revision = channels.rollback(
             session=session,
