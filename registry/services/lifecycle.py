@@ -20,6 +20,7 @@ from registry.domain import AdapterState, AdapterVersion, Principal, Revision
 from registry.errors import ForbiddenError, InvalidStateError
 from registry.services.adapters import find_adapter_row
 from registry.services.channels import remove_adapter_everywhere, revision_event
+from registry.services.ownership import published_by
 
 TRANSITIONS: dict[tuple[AdapterState, AdapterState], str] = {
     (AdapterState.CANDIDATE, AdapterState.APPROVED): "adapter.approve",
@@ -67,17 +68,6 @@ def _event(
         payload={"name": adapter.name, "state": adapter.state.value, "reason": row.reason},
     )
     return adapter
-
-
-def published_by(row: SqlAdapterVersion, actor: Principal) -> bool:
-    """Whether ``actor`` is the principal that published ``row`` (identity, not name).
-
-    Rows and callers without a principal id (in-process callers, rows that predate
-    principals and had no matching token) fall back to comparing names.
-    """
-    if row.created_by_id is not None or actor.principal_id is not None:
-        return row.created_by_id == actor.principal_id
-    return row.created_by == actor.name
 
 
 def approve_adapter(

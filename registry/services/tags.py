@@ -20,6 +20,7 @@ from registry.db.convert import to_adapter
 from registry.db.models import SqlAdapterTag, SqlAdapterVersion
 from registry.domain import AdapterVersion, Principal, Role
 from registry.errors import ForbiddenError, InvalidError
+from registry.services.ownership import published_by
 
 KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$")
 MAX_VALUE = 256
@@ -93,8 +94,6 @@ def set_tags(
 
 def check_may_tag(actor: Principal, row: SqlAdapterVersion) -> None:
     """Approvers and admins tag any version; a publisher only its own principal's."""
-    from registry.services.lifecycle import published_by  # lifecycle imports adapters
-
     if actor.role in (Role.APPROVER, Role.ADMIN):
         return
     if actor.role is Role.PUBLISHER and published_by(row, actor):
