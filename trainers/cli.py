@@ -29,7 +29,8 @@ from typing import Any
 import click
 
 from clikit.errors import fail_cleanly
-from clikit.options import registry_url_option, token_option
+from clikit.options import token_option
+from registry.client.url_cli import registry_url_option
 from registry.errors import RegistryError
 from storage.errors import StorageError
 from trainers.errors import AdapterSpecError, NoSamplesError, TrainerError

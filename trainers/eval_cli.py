@@ -14,7 +14,8 @@ from typing import Any
 
 import click
 
-from clikit.options import registry_url_option, token_option
+from clikit.options import token_option
+from registry.client.url_cli import registry_url_option
 from trainers.cli import _fail_cleanly, _quiet, _samples, parse_adapters
 from trainers.errors import NoSamplesError
 
