@@ -457,13 +457,7 @@ CLI_PACKAGES = frozenset({"cli", "clikit"})
 KIT = "clikit"
 
 # Known library modules that still reach into a CLI; empty this list as they are fixed.
-TOLERATED_CLI_IMPORTS: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("evals.reproduce.build", "trainers.cli"),  # runs `weact train`/`merge` in process
-        ("evals.reproduce.config", "evals.run_cli"),  # cpu_dtype
-        ("evals.reproduce.episodes", "evals.run_cli"),  # library_key, vllm_cpu_args, ...
-    }
-)
+TOLERATED_CLI_IMPORTS: frozenset[tuple[str, str]] = frozenset()
 
 
 def is_cli_module(name: str) -> bool:

@@ -124,7 +124,7 @@ def sizes_from(
     from trainers.lora import DTYPES
 
     if sizes.train_dtype == "auto":
-        from evals.run_cli import cpu_dtype
+        from evals.engines import cpu_dtype
 
         sizes = replace(sizes, train_dtype=cpu_dtype())
     if sizes.train_dtype not in DTYPES:

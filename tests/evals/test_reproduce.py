@@ -1,7 +1,7 @@
 """`make reproduce` at its quick size on the tiny model: the whole pipeline, end to end.
 
-Suite -> adapters trained through `weact train` / merged through `weact merge` -> every
-method's test episodes -> the continual part through a real `weact serve` and its gate ->
+Suite -> adapters trained / merged by the library calls behind `weact train` / `weact merge`
+-> every method's test episodes -> the continual part through a real `weact serve` and its gate ->
 reports/reproduce.md and the chart. A second run reuses every adapter and only re-evaluates.
 
 In the default suite: eleven trainings, the continual part through `weact serve`, seven
@@ -53,7 +53,7 @@ def test_one_vllm_engine_is_sized_for_the_largest_rank_of_every_method(
 def test_the_vllm_kv_cache_holds_every_episode_at_once(tmp_path: Path) -> None:
     """SmolLM2-135M: 30 layers x 3 KV heads x 64 dims x K and V x 2 bytes = 23,040 bytes a
     token in bf16; 40 episodes of 4,096 tokens need 3.5 GiB, more than the 1 GiB floor."""
-    from evals.run_cli import vllm_cpu_args
+    from evals.engines import vllm_cpu_args
     from runtime.engines.vllm import kv_cache_bytes
 
     config = {"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
@@ -173,7 +173,7 @@ def test_sizes_come_from_flags_then_environment() -> None:
 
 
 def test_training_dtype_follows_the_cpu(tmp_path: Path) -> None:
-    from evals.run_cli import cpu_dtype
+    from evals.engines import cpu_dtype
 
     with_bf16, without = tmp_path / "bf16", tmp_path / "avx2"
     with_bf16.write_text("flags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n")
