@@ -17,10 +17,20 @@ from pathlib import Path
 import pytest
 
 from evals.reproduce.build import shuffled_answers
-from evals.reproduce.config import QUICK, sizes_from
+from evals.reproduce.config import ENV_PREFIX, QUICK, sizes_from
 from evals.reproduce.pipeline import Options, reproduce
 from evals.reproduce.report import METHODS
 from tasks.questions import KINDS
+
+
+@pytest.fixture(autouse=True)
+def no_size_variables(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No `REPRODUCE_*` variable of the caller's shell reaches a test's sizes."""
+    import os
+
+    for name in [n for n in os.environ if n.startswith(ENV_PREFIX)]:
+        monkeypatch.delenv(name)
+    return monkeypatch
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +109,7 @@ def test_episodes_in_a_subprocess_report_each_methods_seconds(
 
 def test_reproduce_quick_runs_every_method_and_the_gate(backbone: Path, tmp_path: Path) -> None:
     opts = Options(
-        sizes_from("quick", environ={}), out=tmp_path / "reports", work=tmp_path / "cache",
+        sizes_from("quick"), out=tmp_path / "reports", work=tmp_path / "cache",
         backbone=backbone, engine="peft", preset="quick",
     )  # fmt: skip
     outcome = reproduce(opts, log=lambda *_: None)
@@ -163,16 +173,23 @@ def test_shuffled_answers_give_every_question_another_answer() -> None:
     assert shuffled_answers(lines, seed=0) == shuffled_answers(lines, seed=0)
 
 
-def test_sizes_come_from_flags_then_environment() -> None:
-    sizes = sizes_from("full", {"test": 7}, environ={"REPRODUCE_TEST": "5", "REPRODUCE_TRAIN": "3"})
-    assert (sizes.test, sizes.train) == (7, 3)
-    with pytest.raises(ValueError, match="REPRODUCE_LR"):
-        sizes_from("full", environ={"REPRODUCE_LR": "fast"})
+def test_sizes_come_from_flags_then_environment(no_size_variables: pytest.MonkeyPatch) -> None:
+    env = no_size_variables
     with pytest.raises(ValueError, match="test must be at least 1"):
-        sizes_from("full", {"test": 0}, environ={})
+        sizes_from("full", {"test": 0})
+    env.setenv("REPRODUCE_TEST", "5")
+    env.setenv("REPRODUCE_TRAIN", "3")
+    sizes = sizes_from("full", {"test": 7})
+    assert (sizes.test, sizes.train) == (7, 3)
+    assert sizes_from("quick").test == 5  # the environment beats the preset
+    env.setenv("REPRODUCE_LR", "fast")
+    with pytest.raises(ValueError, match="REPRODUCE_LR='fast': expected float"):
+        sizes_from("full")
 
 
-def test_training_dtype_follows_the_cpu(tmp_path: Path) -> None:
+def test_training_dtype_follows_the_cpu(
+    tmp_path: Path, no_size_variables: pytest.MonkeyPatch
+) -> None:
     from evals.engines import cpu_dtype
 
     with_bf16, without = tmp_path / "bf16", tmp_path / "avx2"
@@ -180,12 +197,12 @@ def test_training_dtype_follows_the_cpu(tmp_path: Path) -> None:
     without.write_text("flags\t\t: fpu sse2 avx2\n")
     assert (cpu_dtype(str(with_bf16)), cpu_dtype(str(without))) == ("bfloat16", "float32")
     assert cpu_dtype(str(tmp_path / "absent")) == "float32"
-    assert sizes_from("full", environ={}).train_dtype == cpu_dtype()  # "auto", resolved
-    assert sizes_from("full", environ={"REPRODUCE_TRAIN_DTYPE": "bfloat16"}).train_dtype == (
-        "bfloat16"
-    )
+    assert sizes_from("full").train_dtype == cpu_dtype()  # "auto", resolved
+    no_size_variables.setenv("REPRODUCE_TRAIN_DTYPE", "bfloat16")
+    assert sizes_from("full").train_dtype == "bfloat16"
+    no_size_variables.setenv("REPRODUCE_TRAIN_DTYPE", "fp8")
     with pytest.raises(ValueError, match="train_dtype must be one of auto, float32"):
-        sizes_from("full", environ={"REPRODUCE_TRAIN_DTYPE": "fp8"})
+        sizes_from("full")
 
 
 def test_the_report_shows_what_a_method_answers_most_often() -> None:
