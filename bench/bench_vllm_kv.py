@@ -5,7 +5,7 @@ fresh vLLM (a subprocess). N requests share a 700-token prefix (the system promp
 schemas of an episode) and carry 1,500 tokens of their own (an episode's history); after
 one pass that fills the prefix cache, each request adds 8 tokens and decodes 96 (one
 agent step). Configurations: 16 requests in a 1 GiB cache, 40 in 1 GiB, 40 in the size
-`evals.run_cli.vllm_cpu_args` picks for 40 (every context at max_model_len).
+`evals.engines.vllm_cpu_args` picks for 40 (every context at max_model_len).
 
     VLLM_LOGGING_LEVEL=WARNING .venv-vllm/bin/python bench/bench_vllm_kv.py
 """
@@ -54,7 +54,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_vllm_lora import make_lora
 
-    from evals.run_cli import vllm_cpu_args
+    from evals.engines import vllm_cpu_args
     from runtime.models import smollm2_dir
 
     backbone = str(smollm2_dir())

@@ -1,7 +1,7 @@
 """What every `weact` command shares, whatever package it belongs to.
 
     errors.py    one line on stderr and an exit code for every failure (`fail_cleanly`)
-    options.py   --url / --registry (`$WEACT_URL`), --token, --json
+    options.py   --token, --json (the registry URL option is `registry.client.url_cli`)
     output.py    results as rich renderables for people, JSON for scripts (`--json`)
     tables.py    tables whose digest columns are never cut, generic rows
     progress.py  progress of long steps and transfers on stderr (a tty, or WEACT_PROGRESS=1)

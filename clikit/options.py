@@ -1,100 +1,18 @@
-"""Options every registry client command shares: where the registry is, who asks, JSON.
+"""Options every client command shares: who asks (`--token`, `$WEACT_TOKEN`), and JSON.
 
-One variable names the registry for every command of every package: `WEACT_URL`. The
-registry commands take it as `--url`, `weact train` and `weact runtime serve` as
-`--registry`; each reads, in order, the option, `$WEACT_URL`, the deprecated
-`$WEACT_REGISTRY_URL` (with a one-line warning on stderr), then `http://127.0.0.1:8000`.
-A value that is not an http(s) URL is a usage error (exit 2), worded as the client's own
-check (`registry.client`) words it; this module imports nothing of the project.
+Where the registry is (`--url` / `--registry`, `$WEACT_URL`) is the registry client's own
+option, `registry.client.url_cli`: the client owns what a registry URL is. This module
+imports nothing of the project.
 """
 
 from __future__ import annotations
 
-import functools
-import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-import httpx
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-URL_ENV = "WEACT_URL"
-DEPRECATED_URL_ENVS = ("WEACT_REGISTRY_URL",)
-DEFAULT_URL = "http://127.0.0.1:8000"
-
-
-def registry_url(given: str | None) -> str:
-    """The registry URL: `given`, else `$WEACT_URL`, else a deprecated variable, else the
-    default; `ValueError` if it is not http(s)://HOST[:PORT]."""
-    url = given or os.environ.get(URL_ENV) or _deprecated_env() or DEFAULT_URL
-    return check_url(url)
-
-
-def check_url(url: str) -> str:
-    """`url` without a trailing slash, if it is http(s)://HOST[:PORT][/PATH]."""
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        raise ValueError(f"registry URL {url!r}: {exc}") from exc
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise ValueError(f"registry URL {url!r}: expected http(s)://HOST[:PORT]")
-    return url.rstrip("/")
-
-
-def _deprecated_env() -> str | None:
-    for name in DEPRECATED_URL_ENVS:
-        value = os.environ.get(name)
-        if value:
-            _warn_deprecated(name)
-            return value
-    return None
-
-
-@functools.cache
-def _warn_deprecated(name: str) -> None:
-    """Once per process (`weact train publish` reads the URL twice: group and command)."""
-    click.echo(f"Warning: {name} is deprecated, set {URL_ENV} instead", err=True)
-
-
-class RegistryUrlOption(click.Option):
-    """The registry URL option (the CLI tests find every registry command by it)."""
-
-
-def _resolve(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
-    try:
-        return registry_url(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from exc
-
-
-def url_configured() -> bool:
-    """Whether a registry URL is configured in the environment (`$WEACT_URL` or a
-    deprecated variable), as opposed to the default."""
-    return any(os.environ.get(name) for name in (URL_ENV, *DEPRECATED_URL_ENVS))
-
-
-def _resolve_configured(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
-    """Like `_resolve`, but None when neither the option nor the environment names one."""
-    if value is None and not url_configured():
-        return None
-    return _resolve(ctx, param, value)
-
-
-def registry_url_option(
-    *decls: str, help: str = "Registry URL.", configured_only: bool = False
-) -> Callable[[F], F]:
-    """`--url`/`--registry` (give the declarations), read as the module docstring says;
-    `configured_only`: None instead of the default when nothing names a registry."""
-    return click.option(
-        *decls,
-        cls=RegistryUrlOption,
-        default=None,
-        callback=_resolve_configured if configured_only else _resolve,
-        metavar="URL",
-        help=f"{help} [default: ${URL_ENV}, else {DEFAULT_URL}]",
-    )
 
 
 def token_option(*decls: str, help: str = "Bearer token.") -> Callable[[F], F]:

@@ -2,7 +2,7 @@
 
 Entry points build one ``Settings()`` (``weact serve`` with its options over the
 environment) and hand it to ``create_app``; library code receives plain arguments. The
-client's registry URL is not a server setting: see ``clikit/options.py``
+client's registry URL is not a server setting: see ``registry/client/url_cli.py``
 (``WEACT_URL``).
 """
 

@@ -19,7 +19,7 @@ from runtime.errors import NodeOptionsError
 from runtime.settings import get_settings
 
 if TYPE_CHECKING:
-    from runtime.sync import Steps
+    from runtime.progress import Steps
 
 SMOLLM2 = "smollm2"
 

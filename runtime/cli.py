@@ -39,8 +39,9 @@ import click
 from pydantic import SecretStr
 
 from clikit.errors import fail_cleanly
-from clikit.options import registry_url_option, token_option
+from clikit.options import token_option
 from clikit.progress import steps
+from registry.client.url_cli import registry_url_option
 from registry.errors import RegistryError
 from runtime.assemble import (
     build_engine,

@@ -41,7 +41,8 @@ from registry.errors import RegistryError, RegistryUnavailableError
 from runtime.backoff import Backoff
 from runtime.engine import AdapterSpec, AuditReport
 from runtime.errors import AuditMismatchError, BackboneMismatchError, RuntimeEngineError
-from runtime.sync import Steps, heartbeat, library_audit, pull_library
+from runtime.progress import Steps
+from runtime.sync import heartbeat, library_audit, pull_library
 
 logger = logging.getLogger(__name__)
 

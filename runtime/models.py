@@ -16,13 +16,12 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from runtime.chat import CHAT_TEMPLATE
 from runtime.errors import BackboneLoadError
+from runtime.progress import Step, Steps, told
 
 logger = logging.getLogger(__name__)
 
@@ -65,13 +64,6 @@ def smollm2_gguf() -> Path:
 
 
 CONVERSION_STEPS = 3
-
-Step = Callable[[str], None]
-"""Called with a step's name as it begins."""
-
-Steps = Callable[[str, int], AbstractContextManager[Step]]
-"""`steps(label, total)`: a context whose value is a `Step` (a CLI passes
-`clikit.progress.steps`, which shows them on stderr)."""
 
 
 def convert_gguf(
@@ -128,10 +120,6 @@ def smollm2_dir(
     if not (out / "config.json").is_file():
         gguf = smollm2_gguf()
         label = "convert SmolLM2"
-        with steps(label, CONVERSION_STEPS) if steps else nullcontext(_silent) as step:
+        with told(steps, label, CONVERSION_STEPS) as step:
             convert_gguf(gguf, out, step)
     return out
-
-
-def _silent(name: str) -> None:
-    """The step of a conversion nobody watches."""

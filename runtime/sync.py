@@ -28,8 +28,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +41,9 @@ from registry.client import (
 )
 from runtime import verified
 from runtime.engine import AdapterSpec, AuditReport
+from runtime.progress import Steps, told
 
 logger = logging.getLogger(__name__)
-
-Steps = Callable[[str, int], AbstractContextManager[Callable[[str], None]]]
-"""`steps(label, total)`: a context whose value is called with each step's name as it begins
-(a CLI passes `clikit.progress.steps`, which shows them on stderr)."""
 
 
 def pull_library(
@@ -63,7 +59,7 @@ def pull_library(
     specs = []
     order = library_order(revision)
     label = f"install {channel} revision {revision['revision']}"
-    with steps(label, len(order)) if steps else nullcontext(_silent) as step:
+    with told(steps, label, len(order)) as step:
         for capability in order:
             entry = revision["library"][capability]
             step(f"{capability}: {entry['name']}")
@@ -78,10 +74,6 @@ def pull_library(
                 )
             )
     return revision, specs
-
-
-def _silent(name: str) -> None:
-    """The step of an install nobody watches."""
 
 
 def library_order(revision: Revision) -> list[str]:

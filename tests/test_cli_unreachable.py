@@ -28,8 +28,8 @@ import click
 import pytest
 
 from cli.main import app
-from clikit.options import RegistryUrlOption
 from evals.suite import generate_suite, write_suite
+from registry.client.url_cli import RegistryUrlOption
 
 WEACT = Path(sys.executable).with_name("weact")
 

@@ -225,27 +225,7 @@ def test_a_missing_optional_dependency_is_a_skip(tmp_path: Path) -> None:
 
 def module_imports(name: str, path: Path, known: Mapping[str, Path]) -> set[str]:
     """The known modules `name` imports anywhere in its source (function bodies included)."""
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    targets: set[str] = set()
-
-    def visit(nodes: Iterable[ast.AST]) -> None:
-        for node in nodes:
-            if isinstance(node, ast.Import):
-                targets.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parent = package[: len(package) - node.level + 1]
-                    base = ".".join([*parent, base] if base else parent)
-                for alias in node.names:
-                    submodule = f"{base}.{alias.name}"
-                    targets.add(submodule if submodule in known else base)
-            else:
-                visit(ast.iter_child_nodes(node))
-
-    visit(ast.parse(path.read_text()).body)
-    resolved = {_known_prefix(target, known) for target in targets}
-    return {target for target in resolved if target and target != name}
+    return {target for target in every_import(name, path, known) if target in known}
 
 
 def _known_prefix(dotted: str, known: Mapping[str, Path]) -> str:
@@ -457,13 +437,7 @@ CLI_PACKAGES = frozenset({"cli", "clikit"})
 KIT = "clikit"
 
 # Known library modules that still reach into a CLI; empty this list as they are fixed.
-TOLERATED_CLI_IMPORTS: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("evals.reproduce.build", "trainers.cli"),  # runs `weact train`/`merge` in process
-        ("evals.reproduce.config", "evals.run_cli"),  # cpu_dtype
-        ("evals.reproduce.episodes", "evals.run_cli"),  # library_key, vllm_cpu_args, ...
-    }
-)
+TOLERATED_CLI_IMPORTS: frozenset[tuple[str, str]] = frozenset()
 
 
 def is_cli_module(name: str) -> bool:

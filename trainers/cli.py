@@ -29,14 +29,14 @@ from typing import Any
 import click
 
 from clikit.errors import fail_cleanly
-from clikit.options import registry_url_option, token_option
+from clikit.options import token_option
+from registry.client.url_cli import registry_url_option
 from registry.errors import RegistryError
 from storage.errors import StorageError
-from trainers.errors import AdapterSpecError, NoSamplesError, TrainerError
+from trainers.errors import AdapterSpecError, TrainerError
 from trainers.merge import METHODS as MERGE_METHODS
 
 logger = logging.getLogger(__name__)
-SHARED = "shared"
 
 
 _fail_cleanly = fail_cleanly(RegistryError, StorageError, TrainerError)
@@ -60,32 +60,6 @@ def parse_adapters(specs: Sequence[str], *, named: bool = True) -> dict[str, Pat
             raise AdapterSpecError(f"--adapter {name}={path}: no adapter_config.json there")
         out[name] = Path(path)
     return out
-
-
-def _quiet() -> None:
-    """No per-file loading bars from transformers; peft's use of a deprecated API is not ours."""
-    import warnings
-
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    warnings.filterwarnings(
-        "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
-    )
-
-
-def _tokenizer(backbone: Path) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(backbone)
-
-
-def _samples(data: Sequence[Path], backbone: Path, capabilities: set[str] | None) -> list[Any]:
-    from trainers.phases import build_samples
-    from trainers.trajectory import read_trajectories
-
-    trajectories = [t for path in data for t in read_trajectories(path)]
-    return build_samples(trajectories, _tokenizer(backbone), capabilities)
 
 
 @contextmanager
@@ -210,39 +184,31 @@ def train(ctx: click.Context, /, **opts: Any) -> None:
     settings = _settings(opts)
     if opts["do_publish"]:
         _check_publishable(opts["capability"], opts)
-    _quiet()
-    from trainers.lora import train_lora
-    from trainers.publish import data_record
+    from trainers.training import SHARED, train_from_files
 
     cap = opts["capability"]
     name = SHARED if opts["shared"] else cap
     frozen = parse_adapters(opts["adapters"])
-    samples = _samples(opts["data"], opts["backbone"], None if opts["shared"] else {cap})
-    if not samples:
-        raise NoSamplesError(f"no {cap!r} phase with supervised tokens in {list(opts['data'])}")
-    order = list(dict.fromkeys(s.capability for s in samples)) if opts["sequential"] else None
     with _progress(f"train {name}") as on_step:
-        result = train_lora(
+        trained_run = train_from_files(
+            data=list(opts["data"]),
             backbone=opts["backbone"],
-            adapter=name,
-            samples=samples,
             out=opts["out"],
+            capability=None if opts["shared"] else cap,
             settings=settings,
             frozen=frozen,
             init=opts["init"],
-            sequential=order,
+            sequential=opts["sequential"],
             on_step=on_step,
-            record=data_record(list(opts["data"])),
         )
+    result, samples = trained_run.result, trained_run.samples
     adapter = _publish(result.out, cap or SHARED, opts) if opts["do_publish"] else None
     if opts["as_json"]:
-        trained = {"adapter": name, "samples": len(samples), "losses": list(result.losses)}
+        trained = {"adapter": name, "samples": samples, "losses": list(result.losses)}
         trained |= {"frozen_roots": dict(result.roots), "out": str(result.out)}
         click.echo(json.dumps({**trained, "published": adapter}, indent=2))
         return
-    click.echo(
-        f"{name}: {len(samples)} samples, loss {result.losses[0]:.4f} -> {result.losses[-1]:.4f}"
-    )
+    click.echo(f"{name}: {samples} samples, loss {result.losses[0]:.4f} -> {result.losses[-1]:.4f}")
     click.echo(f"frozen roots unchanged: {', '.join(sorted(result.roots))}")
     click.echo(f"saved {result.out}")
     if adapter is not None:
@@ -286,12 +252,14 @@ def _check_train_options(opts: dict[str, Any]) -> None:
 @_fail_cleanly
 def inspect(file: Path, backbone: Path, capability: str | None, as_json: bool) -> None:
     """Print each phase sample; unsupervised tokens are dimmed."""
-    samples = _samples([file], backbone, {capability} if capability else None)
+    from trainers.training import read_samples, tokenizer_of
+
+    samples = read_samples([file], backbone, {capability} if capability else None)
     if as_json:
         for sample in samples:
             click.echo(json.dumps(sample.to_json()))
         return
-    _show(samples, _tokenizer(backbone))
+    _show(samples, tokenizer_of(backbone))
 
 
 def _show(samples: Sequence[Any], tokenizer: Any) -> None:

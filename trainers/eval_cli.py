@@ -14,8 +14,9 @@ from typing import Any
 
 import click
 
-from clikit.options import registry_url_option, token_option
-from trainers.cli import _fail_cleanly, _quiet, _samples, parse_adapters
+from clikit.options import token_option
+from registry.client.url_cli import registry_url_option
+from trainers.cli import _fail_cleanly, parse_adapters
 from trainers.errors import NoSamplesError
 
 
@@ -42,13 +43,14 @@ def nll(
 ) -> None:
     """Masked NLL per capability on held-out phase samples (no adapter: the bare backbone)."""
     from trainers.evaluate import evaluate_nll
+    from trainers.training import quiet_libraries, read_samples
 
     if post["post"]:
         _check_post(post)
-    _quiet()
+    quiet_libraries()
     assignment: dict[str, Path | None] = dict(parse_adapters(adapters))
     default = assignment.pop("*", None)
-    samples = _samples(list(data), backbone, None)
+    samples = read_samples(list(data), backbone, None)
     if not samples:
         raise NoSamplesError("no phase samples in the data")
     scores = evaluate_nll(

@@ -33,11 +33,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runtime.progress import Steps, told
 from storage.errors import AdapterFormatError, StorageError
 from storage.lora import (
     CONFIG_FILE,
@@ -313,11 +313,6 @@ def _targets(adapters: Sequence[LoraAdapter], modules: Sequence[str]) -> list[st
     return sorted({name for c in configs for name in c.target_list})
 
 
-Steps = Callable[[str, int], AbstractContextManager[Callable[[str], None]]]
-"""`steps(label, total)`: a context whose value is called with each step's name as it begins
-(a CLI passes `clikit.progress.steps`, which shows them on stderr)."""
-
-
 def merge_adapters(
     paths: Sequence[str | os.PathLike[str]],
     out: str | os.PathLike[str],
@@ -332,7 +327,7 @@ def merge_adapters(
     check_empty(out)
     label = f"merge {spec.method}"
     total = len(paths) + 2
-    with steps(label, total) if steps else nullcontext(_silent) as step:
+    with told(steps, label, total) as step:
         adapters = []
         for p in paths:
             step(f"read {os.fspath(p)}")
@@ -357,7 +352,3 @@ def merge_adapters(
             }
             (tmp / MERGE_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return Path(out)
-
-
-def _silent(name: str) -> None:
-    """The step of a merge nobody watches."""

@@ -1,5 +1,6 @@
-"""Training and merging every adapter a reproduce run needs, through `weact train` and
-`weact merge` (their click commands, in process), each cached by a digest of its inputs.
+"""Training and merging every adapter a reproduce run needs, through the library calls of
+`weact train` and `weact merge` (`trainers.training.train_from_files`,
+`trainers.merge.merge_adapters`), each cached by a digest of its inputs.
 
 - plan, search, code, write: phase-wise LoRA, each on its own phases of the train split.
 - shared (Single LoRA): one LoRA on every phase of the train split (`weact train --shared`),
@@ -16,7 +17,8 @@ import json
 import math
 import random
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +26,17 @@ from evals.reproduce.cache import AdapterCache, adapter_root, file_digest, sourc
 from evals.reproduce.config import Sizes
 from evals.suite import trajectories_file
 from tasks.trajectories import ANSWER_PREFIX
+from trainers.lora import LoraSettings
+from trainers.merge import MergeSpec, merge_adapters
+from trainers.training import train_from_files
 
 CAPABILITIES = ("plan", "search", "code", "write")
 MERGES = ("additive", "ties", "dare_ties")
 MERGE_METHOD = {"additive": "linear", "ties": "ties", "dare_ties": "dare_ties"}
+
+
+def _silent(line: str) -> None:
+    """The log of a build nobody watches."""
 
 
 @dataclass
@@ -82,35 +91,34 @@ def write_data(suite_dir: Path, work: Path, seed: int) -> dict[str, Path]:
     }
 
 
-def _train_args(sizes: Sizes, lr: float, epochs: int, rank: int | None = None) -> list[str]:
-    """`weact train` settings. Another rank keeps alpha / sqrt(rank) (rsLoRA's scale): with
-    Adam every rank-1 component moves at the learning rate, so alpha / rank at rank 32 made
-    the Single LoRA's steps 4x the phase adapters' and it degenerated (repeated digits, broken
-    tool calls) where alpha 32 trained it to a loss of 0.007."""
+def lora_settings(sizes: Sizes, lr: float, epochs: int, rank: int | None = None) -> LoraSettings:
+    """The LoRA settings of one training. Another rank keeps alpha / sqrt(rank) (rsLoRA's
+    scale): with Adam every rank-1 component moves at the learning rate, so alpha / rank at
+    rank 32 made the Single LoRA's steps 4x the phase adapters' and it degenerated (repeated
+    digits, broken tool calls) where alpha 32 trained it to a loss of 0.007."""
     rank = sizes.rank if rank is None else rank
     alpha = round(sizes.alpha * math.sqrt(rank / sizes.rank))
-    return [
-        "--rank", str(rank), "--alpha", str(alpha), "--lr", str(lr),
-        "--epochs", str(epochs), "--seed", str(sizes.seed), "--dtype", sizes.train_dtype,
-    ]  # fmt: skip
+    return LoraSettings(
+        rank=rank, alpha=alpha, lr=lr, epochs=epochs, seed=sizes.seed, dtype=sizes.train_dtype
+    )
 
 
-def run_train(args: list[str]) -> None:
-    """`weact train ARGS`, in process (the command's own code path)."""
-    from trainers.cli import train
-
-    train.main(args, prog_name="weact train", standalone_mode=False)
-
-
-def run_merge(args: list[str]) -> None:
-    from trainers.cli import merge
-
-    merge.main(args, prog_name="weact merge", standalone_mode=False)
+def settings_record(settings: LoraSettings) -> dict[str, Any]:
+    """The settings as the cache key records them (JSON)."""
+    return {**asdict(settings), "targets": list(settings.targets)}
 
 
 class Builder:
-    def __init__(self, backbone: Path, cache: AdapterCache, sizes: Sizes, built: Built) -> None:
+    def __init__(
+        self,
+        backbone: Path,
+        cache: AdapterCache,
+        sizes: Sizes,
+        built: Built,
+        log: Callable[[str], None] = _silent,
+    ) -> None:
         self.backbone = backbone
+        self.log = log
         self.cache = cache
         self.sizes = sizes
         self.built = built
@@ -136,32 +144,30 @@ class Builder:
         init: Path | None = None,
         rank: int | None = None,
     ) -> Path:
-        settings = _train_args(self.sizes, lr, epochs, rank)
-        args = ["--data", str(data), "--backbone", str(self.backbone)]
-        args += ["--shared"] if capability is None else ["--capability", capability]
-        args += settings
-        if init is not None:
-            args += ["--init", str(init)]
+        settings = lora_settings(self.sizes, lr, epochs, rank)
         inputs = {
             "what": "train",
             "capability": capability,
             "data": file_digest(data),
             "backbone": self.backbone_root,
             "init": adapter_root(init) if init is not None else None,
-            "settings": settings,
+            "settings": settings_record(settings),
             "trainers": self.source,
         }
-        return self._get(name, inputs, lambda out: run_train([*args, "--out", str(out)]))
+
+        def build(out: Path) -> None:
+            run = train_from_files(
+                data=[data], backbone=self.backbone, out=out, capability=capability,
+                settings=settings, init=init,
+            )  # fmt: skip
+            losses = run.result.losses
+            self.log(f"{name}: {run.samples} samples, loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+
+        return self._get(name, inputs, build)
 
     def merge(
         self, name: str, method: str, inputs_of: dict[str, Path], weights: list[float]
     ) -> Path:
-        args = ["--method", method]
-        for cap, path in inputs_of.items():
-            args += ["--adapter", f"{cap}={path}"]
-        for w in weights:
-            args += ["--weight", str(w)]
-        args += ["--seed", str(self.sizes.seed)]
         inputs = {
             "what": "merge",
             "method": method,
@@ -170,13 +176,26 @@ class Builder:
             "seed": self.sizes.seed,
             "trainers": self.source,
         }
-        return self._get(name, inputs, lambda out: run_merge([*args, "--out", str(out)]))
+
+        def build(out: Path) -> None:
+            spec = MergeSpec(method, tuple(weights), seed=self.sizes.seed)
+            merge_adapters(list(inputs_of.values()), out, spec)
+            self.log(f"{name}: merged {len(inputs_of)} adapters ({method})")
+
+        return self._get(name, inputs, build)
 
 
-def phase_builder(suite_dir: Path, backbone: Path, work: Path, sizes: Sizes) -> Builder:
+def phase_builder(
+    suite_dir: Path,
+    backbone: Path,
+    work: Path,
+    sizes: Sizes,
+    log: Callable[[str], None] = _silent,
+) -> Builder:
+    """A builder of the run's adapters; `log` hears one line per adapter trained or merged."""
     built = Built()
     built.data = write_data(suite_dir, work / "data", sizes.seed)
-    return Builder(backbone, AdapterCache(work / "adapters"), sizes, built)
+    return Builder(backbone, AdapterCache(work / "adapters"), sizes, built, log)
 
 
 def build_phases(b: Builder) -> Built:

@@ -2,15 +2,21 @@
 
 The full size is what `make reproduce` runs (sized to fit 45 minutes on 2 CPU cores with
 SmolLM2-135M); `quick` is the tiny size the test runs on the tiny model. Every field can be
-set by a flag (`--test 6`) or by the environment (`REPRODUCE_TEST=6`); flags win.
+set by a flag (`--test 6`) or by the environment (`REPRODUCE_TEST=6`, read by the settings
+class `SizeSettings`, typed as the field); flags win.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
+
+from pydantic import ValidationError, create_model
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from evals.engines import cpu_dtype
+from trainers.lora import DTYPES
 
 
 @dataclass(frozen=True)
@@ -82,56 +88,48 @@ QUICK = Sizes(
 )
 PRESETS = {"full": FULL, "quick": QUICK}
 ENV_PREFIX = "REPRODUCE_"
+AT_LEAST_ONE = (
+    "train", "dev", "test", "gate_items", "rank", "shared_rank", "epochs", "shared_epochs",
+    "bad_epochs", "max_steps", "max_phase_steps", "max_episode_tokens", "concurrency",
+)  # fmt: skip
 
 
-def _cast(name: str, value: str) -> Any:
-    kind = type(getattr(FULL, name))
+class _Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+
+_OPTIONAL_FIELDS: dict[str, Any] = {f.name: (type(f.default) | None, None) for f in fields(Sizes)}
+SizeSettings: type[BaseSettings] = create_model(
+    "SizeSettings",
+    __base__=_Settings,
+    __doc__="`REPRODUCE_<FIELD>`: any field of `Sizes`, typed as it is there; None when unset.",
+    **_OPTIONAL_FIELDS,
+)
+
+
+def env_sizes() -> dict[str, Any]:
+    """The `REPRODUCE_<FIELD>` variables that are set; `ValueError` naming one of a wrong type."""
     try:
-        return kind(value)
-    except ValueError:
+        settings = SizeSettings()
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = str(error["loc"][0])
+        kind = type(getattr(FULL, name)).__name__
         raise ValueError(
-            f"{ENV_PREFIX}{name.upper()}={value!r}: expected {kind.__name__}"
+            f"{ENV_PREFIX}{name.upper()}={error['input']!r}: expected {kind}"
         ) from None
+    return settings.model_dump(exclude_none=True)
 
 
-def sizes_from(
-    preset: str = "full",
-    overrides: Mapping[str, Any] | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> Sizes:
+def sizes_from(preset: str = "full", overrides: Mapping[str, Any] | None = None) -> Sizes:
     """The preset, then `REPRODUCE_<FIELD>` variables, then explicit overrides (not None)."""
-    environ = os.environ if environ is None else environ
-    sizes = PRESETS[preset]
     names = [f.name for f in fields(Sizes)]
-    from_env = {
-        n: _cast(n, environ[ENV_PREFIX + n.upper()])
-        for n in names
-        if ENV_PREFIX + n.upper() in environ
-    }
     given = {k: v for k, v in (overrides or {}).items() if v is not None and k in names}
-    sizes = replace(sizes, **{**from_env, **given})
-    for n in (
-        "train",
-        "dev",
-        "test",
-        "gate_items",
-        "rank",
-        "shared_rank",
-        "epochs",
-        "shared_epochs",
-        "bad_epochs",
-        "max_steps",
-        "max_phase_steps",
-        "max_episode_tokens",
-        "concurrency",
-    ):
+    sizes = replace(PRESETS[preset], **{**env_sizes(), **given})
+    for n in AT_LEAST_ONE:
         if getattr(sizes, n) < 1:
             raise ValueError(f"{n} must be at least 1, got {getattr(sizes, n)}")
-    from trainers.lora import DTYPES
-
     if sizes.train_dtype == "auto":
-        from evals.run_cli import cpu_dtype
-
         sizes = replace(sizes, train_dtype=cpu_dtype())
     if sizes.train_dtype not in DTYPES:
         choices = ", ".join(("auto", *DTYPES))

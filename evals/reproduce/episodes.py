@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from evals.engines import close_engine, library_key, vllm_cpu_args
 from evals.runner import EpisodeSettings, ItemResult, ResultsLog, RunKey, run_suite
 from evals.suite import Suite, load_suite
 
@@ -31,7 +32,7 @@ class MethodRun:
     results: str  # JSONL results file
 
     def key(self, suite_digest: str) -> RunKey:
-        return RunKey(suite_digest, "test", library_key_of(self.library), self.policy)
+        return RunKey(suite_digest, "test", library_key(self.library), self.policy)
 
 
 @dataclass(frozen=True)
@@ -55,12 +56,6 @@ class Plan:
         return cls(**{**obj, "methods": methods})
 
 
-def library_key_of(library: Mapping[str, str]) -> str:
-    from evals.run_cli import library_key
-
-    return library_key(library)
-
-
 def _specs(method: str, library: Mapping[str, str]) -> list[Any]:
     from runtime.engine import AdapterSpec
     from tasks.trajectories import DESCRIPTIONS
@@ -80,8 +75,6 @@ def plan_rank(plan: Plan) -> int:
 
 
 def _engine(plan: Plan, first: MethodRun) -> Any:
-    from evals.run_cli import vllm_cpu_args
-
     specs = _specs(first.method, first.library)
     if plan.engine == "vllm":
         from runtime.engines.vllm import VllmEngine
@@ -99,8 +92,6 @@ def run_plan(
     plan: Plan, on_method: Callable[[str, float, dict[str, ItemResult]], None] | None = None
 ) -> dict[str, dict[str, ItemResult]]:
     """{method: {item id: result}} for every method of the plan (resumed where files exist)."""
-    from evals.run_cli import close_engine
-
     suite = load_suite(plan.suite)
     out: dict[str, dict[str, ItemResult]] = {}
     if not plan.methods:
@@ -121,7 +112,7 @@ def run_plan(
                 max_episode_tokens=plan.max_episode_tokens,
             )
             out[run.method] = run_suite(
-                engine, suite, results=run.results, library=library_key_of(run.library),
+                engine, suite, results=run.results, library=library_key(run.library),
                 split="test", settings=settings,
             )  # fmt: skip
             if on_method is not None:

@@ -154,7 +154,7 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
     suite, suite_dir = _suite(sizes, work)
     log(f"suite {suite.digest[:16]} in {suite_dir}")
     t = time.perf_counter()
-    builder = phase_builder(suite_dir, backbone, work, sizes)
+    builder = phase_builder(suite_dir, backbone, work, sizes, log)
     built = build_phases(builder)
     timings = {"phase_adapters_s": time.perf_counter() - t}
     _log_adapters(log, built)

@@ -14,10 +14,11 @@ from typing import Any, TypeVar
 
 from clikit import errors as kit
 from clikit.errors import CommandError
-from clikit.options import json_option, registry_url_option, token_option
+from clikit.options import json_option, token_option
 from clikit.output import Output
 from registry import errors
 from registry.client import RegistryClient
+from registry.client.url_cli import registry_url_option
 from storage.errors import StorageError
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import click
 
-from clikit.options import json_option, registry_url_option, token_option
+from clikit.options import json_option, token_option
 from clikit.output import Output
 from clikit.tables import render_rows
 from registry.cli.base import fail_cleanly
@@ -36,6 +36,7 @@ from registry.cli.server import (
     require_schema,
     settings_of,
 )
+from registry.client.url_cli import registry_url_option
 
 F = TypeVar("F", bound=Callable[..., Any])
 

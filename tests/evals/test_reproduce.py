@@ -1,7 +1,7 @@
 """`make reproduce` at its quick size on the tiny model: the whole pipeline, end to end.
 
-Suite -> adapters trained through `weact train` / merged through `weact merge` -> every
-method's test episodes -> the continual part through a real `weact serve` and its gate ->
+Suite -> adapters trained / merged by the library calls behind `weact train` / `weact merge`
+-> every method's test episodes -> the continual part through a real `weact serve` and its gate ->
 reports/reproduce.md and the chart. A second run reuses every adapter and only re-evaluates.
 
 In the default suite: eleven trainings, the continual part through `weact serve`, seven
@@ -17,10 +17,20 @@ from pathlib import Path
 import pytest
 
 from evals.reproduce.build import shuffled_answers
-from evals.reproduce.config import QUICK, sizes_from
+from evals.reproduce.config import ENV_PREFIX, QUICK, sizes_from
 from evals.reproduce.pipeline import Options, reproduce
 from evals.reproduce.report import METHODS
 from tasks.questions import KINDS
+
+
+@pytest.fixture(autouse=True)
+def no_size_variables(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No `REPRODUCE_*` variable of the caller's shell reaches a test's sizes."""
+    import os
+
+    for name in [n for n in os.environ if n.startswith(ENV_PREFIX)]:
+        monkeypatch.delenv(name)
+    return monkeypatch
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +63,7 @@ def test_one_vllm_engine_is_sized_for_the_largest_rank_of_every_method(
 def test_the_vllm_kv_cache_holds_every_episode_at_once(tmp_path: Path) -> None:
     """SmolLM2-135M: 30 layers x 3 KV heads x 64 dims x K and V x 2 bytes = 23,040 bytes a
     token in bf16; 40 episodes of 4,096 tokens need 3.5 GiB, more than the 1 GiB floor."""
-    from evals.run_cli import vllm_cpu_args
+    from evals.engines import vllm_cpu_args
     from runtime.engines.vllm import kv_cache_bytes
 
     config = {"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
@@ -99,7 +109,7 @@ def test_episodes_in_a_subprocess_report_each_methods_seconds(
 
 def test_reproduce_quick_runs_every_method_and_the_gate(backbone: Path, tmp_path: Path) -> None:
     opts = Options(
-        sizes_from("quick", environ={}), out=tmp_path / "reports", work=tmp_path / "cache",
+        sizes_from("quick"), out=tmp_path / "reports", work=tmp_path / "cache",
         backbone=backbone, engine="peft", preset="quick",
     )  # fmt: skip
     outcome = reproduce(opts, log=lambda *_: None)
@@ -163,29 +173,36 @@ def test_shuffled_answers_give_every_question_another_answer() -> None:
     assert shuffled_answers(lines, seed=0) == shuffled_answers(lines, seed=0)
 
 
-def test_sizes_come_from_flags_then_environment() -> None:
-    sizes = sizes_from("full", {"test": 7}, environ={"REPRODUCE_TEST": "5", "REPRODUCE_TRAIN": "3"})
-    assert (sizes.test, sizes.train) == (7, 3)
-    with pytest.raises(ValueError, match="REPRODUCE_LR"):
-        sizes_from("full", environ={"REPRODUCE_LR": "fast"})
+def test_sizes_come_from_flags_then_environment(no_size_variables: pytest.MonkeyPatch) -> None:
+    env = no_size_variables
     with pytest.raises(ValueError, match="test must be at least 1"):
-        sizes_from("full", {"test": 0}, environ={})
+        sizes_from("full", {"test": 0})
+    env.setenv("REPRODUCE_TEST", "5")
+    env.setenv("REPRODUCE_TRAIN", "3")
+    sizes = sizes_from("full", {"test": 7})
+    assert (sizes.test, sizes.train) == (7, 3)
+    assert sizes_from("quick").test == 5  # the environment beats the preset
+    env.setenv("REPRODUCE_LR", "fast")
+    with pytest.raises(ValueError, match="REPRODUCE_LR='fast': expected float"):
+        sizes_from("full")
 
 
-def test_training_dtype_follows_the_cpu(tmp_path: Path) -> None:
-    from evals.run_cli import cpu_dtype
+def test_training_dtype_follows_the_cpu(
+    tmp_path: Path, no_size_variables: pytest.MonkeyPatch
+) -> None:
+    from evals.engines import cpu_dtype
 
     with_bf16, without = tmp_path / "bf16", tmp_path / "avx2"
     with_bf16.write_text("flags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n")
     without.write_text("flags\t\t: fpu sse2 avx2\n")
     assert (cpu_dtype(str(with_bf16)), cpu_dtype(str(without))) == ("bfloat16", "float32")
     assert cpu_dtype(str(tmp_path / "absent")) == "float32"
-    assert sizes_from("full", environ={}).train_dtype == cpu_dtype()  # "auto", resolved
-    assert sizes_from("full", environ={"REPRODUCE_TRAIN_DTYPE": "bfloat16"}).train_dtype == (
-        "bfloat16"
-    )
+    assert sizes_from("full").train_dtype == cpu_dtype()  # "auto", resolved
+    no_size_variables.setenv("REPRODUCE_TRAIN_DTYPE", "bfloat16")
+    assert sizes_from("full").train_dtype == "bfloat16"
+    no_size_variables.setenv("REPRODUCE_TRAIN_DTYPE", "fp8")
     with pytest.raises(ValueError, match="train_dtype must be one of auto, float32"):
-        sizes_from("full", environ={"REPRODUCE_TRAIN_DTYPE": "fp8"})
+        sizes_from("full")
 
 
 def test_the_report_shows_what_a_method_answers_most_often() -> None:
