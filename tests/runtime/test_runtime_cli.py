@@ -159,15 +159,33 @@ def test_serve_binds_localhost_and_requires_the_token(tiny_backbone, tiny_adapte
         proc.wait(timeout=20)
 
 
+def identity_adapter(backbone: Path, path: Path) -> Path:
+    """A LoRA adapter as PEFT initialises it (B = 0): loaded or not, the model is unchanged."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(backbone)
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
+    get_peft_model(model, config).save_pretrained(str(path))
+    return path
+
+
 @pytest.mark.slow
-def test_run_on_the_packaged_smollm2() -> None:
-    """The real instruct model answers through the loop (bare backbone, soft policy)."""
+def test_run_on_the_packaged_smollm2(tmp_path: Path) -> None:
+    """The real instruct model answers through the loop (soft policy). A node serves at least
+    one adapter (a usage error otherwise, checked before loading); this one is freshly
+    initialised, so whether the model loads it or not the answer is the backbone's."""
+    from runtime.models import smollm2_dir
+
+    plan = identity_adapter(smollm2_dir(), tmp_path / "plan")
     result = invoke(
         "run",
         "--task",
         "What is the capital of France? Answer in one sentence.",
         "--backbone",
         "smollm2",
+        "--adapter",
+        f"plan={plan}",
         "--policy",
         "soft",
         "--no-kb",
