@@ -103,6 +103,13 @@ class GateFailedError(ConflictError):
     code = "gate_failed"
 
 
+class UntrustedError(RegistryError, PermissionError):
+    """Not signed as the offline root of trust requires (registry.trust): a missing or
+    invalid publisher or approver signature, a root not signed by its admin threshold."""
+
+    code = "untrusted"
+
+
 class PayloadTooLargeError(RegistryError, ValueError):
     code = "payload_too_large"
 
@@ -151,6 +158,7 @@ _ERRORS: tuple[type[RegistryError], ...] = (
     RevisionConflictError,
     GateFailedError,
     PayloadTooLargeError,
+    UntrustedError,
 )
 """The errors a registry server answers with (every code of the HTTP table)."""
 
@@ -177,6 +185,7 @@ ERROR_CODE_TO_HTTP_STATUS: dict[str, int] = {
     "digest_mismatch": 422,
     "payload_too_large": 413,
     "incompatible_adapter": 422,
+    "untrusted": 403,
 }
 
 
