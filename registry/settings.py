@@ -30,3 +30,7 @@ class Settings(BaseSettings):
     # even if no write is heard of; 0 turns the cache off.
     channel_cache_ttl_s: float = Field(default=5.0, ge=0)
     token_cache_ttl_s: float = Field(default=1.0, ge=0)
+    # Signed trust (registry.trust): the offline root of trust (a TUF root.json) and whether
+    # the registry refuses pushes and approvals that lack a signature meeting it.
+    trust_root: str | None = None
+    strict: bool = False

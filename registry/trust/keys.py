@@ -41,7 +41,7 @@ def load_signer(path: Path) -> Signer:
         private = load_pem_private_key(Path(path).read_bytes(), password=None)
     except (OSError, ValueError, TypeError) as exc:
         raise InvalidError(f"{path}: not a private key file: {exc}") from exc
-    return CryptoSigner(private)  # type: ignore[arg-type]
+    return CryptoSigner(private)
 
 
 def load_public_key(path: Path) -> Key:

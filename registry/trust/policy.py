@@ -39,7 +39,10 @@ class Verdict:
 
 
 def signers_of(
-    root: TrustRoot, identity: AdapterIdentity, predicate_type: str, keyids: set[str],
+    root: TrustRoot,
+    identity: AdapterIdentity,
+    predicate_type: str,
+    keyids: set[str],
     envelopes: Iterable[Any],
 ) -> set[str]:
     """Keyids among `keyids` with a valid signature on a `predicate_type` statement of

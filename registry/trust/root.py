@@ -126,7 +126,9 @@ class TrustRoot:
 
     def sign(self, signer: Signer) -> None:
         if signer.public_key.keyid not in self.root.roles["root"].keyids:
-            raise InvalidError("this key is not an admin key of the root: its signature won't count")
+            raise InvalidError(
+                "this key is not an admin key of the root: its signature won't count"
+            )
         for role in [ADMIN, *self._roles()]:
             self._check_threshold(role)
         self.metadata.sign(signer, append=True)

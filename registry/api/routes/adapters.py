@@ -19,7 +19,7 @@ from registry.api.schemas import (
     LineagePublic,
 )
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page
-from registry.services import adapters, lifecycle, tags
+from registry.services import adapters, lifecycle, signatures, tags
 
 router = APIRouter(tags=["adapters"])
 
@@ -48,10 +48,21 @@ def post_adapter(body: AdapterCreate, state: StateDep, actor: Publisher) -> Adap
         provenance=body.provenance.model_dump(),
         tags=body.tags,
     )
+    root = signatures.strict_root(state.settings.trust_root, state.settings.strict)
+    signatures.require_signed_push(root, body.signature)
     with state.db.write() as session:
-        return adapters.register_adapter(
+        created = adapters.register_adapter(
             session=session, store=state.store, actor=actor, draft=draft
         )
+        if body.signature is not None:  # in the same transaction: a bad one undoes the push
+            signatures.add_signature(
+                session=session,
+                actor=actor,
+                adapter_id=created.id,
+                envelope=body.signature,
+                root=root,
+            )
+        return created
 
 
 @router.get("/adapters", response_model=AdapterPage, responses=errors(*READ))
@@ -121,7 +132,9 @@ def get_lineage(adapter_id: AdapterId, state: StateDep, _reader: Reader) -> Line
 def approve(
     adapter_id: AdapterId, body: Decision, state: StateDep, actor: Approver
 ) -> AdapterVersion:
+    root = signatures.strict_root(state.settings.trust_root, state.settings.strict)
     with state.db.write() as session:
+        signatures.require_signed_approval(session=session, root=root, adapter_id=adapter_id)
         return lifecycle.approve_adapter(
             session=session, actor=actor, adapter_id=adapter_id, reason=body.reason
         )
