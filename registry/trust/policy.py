@@ -54,7 +54,7 @@ def signers_of(
             kind, named = identity_of(envelope)
         except UntrustedError:
             continue
-        if kind != predicate_type or named != identity:
+        if kind != predicate_type or not served_alike(named, identity):
             continue
         pae = envelope.pae()
         for keyid, signature in envelope.signatures.items():
@@ -67,6 +67,12 @@ def signers_of(
                 continue
             found.add(keyid)
     return found
+
+
+def served_alike(named: AdapterIdentity, identity: AdapterIdentity) -> bool:
+    """The same weights, applied the same way, on the same backbone, as the same capability;
+    the parent (lineage) is compared by the registry when it stores a signature."""
+    return dataclasses.replace(named, parent=None) == dataclasses.replace(identity, parent=None)
 
 
 def check_adapter(
