@@ -21,6 +21,7 @@ from registry.cli.base import client_command
 from registry.cli.render import render_adapter, render_adapters, render_lineage
 from registry.client import RegistryClient
 from registry.trust import load_signer
+from registry.trust.offline import SIGNATURES_FILE
 
 STATES = ("candidate", "approved", "rejected", "revoked")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -112,9 +113,13 @@ def adapter_push(
 @click.option("--to", "to_dir", required=True, type=click.Path(path_type=Path))
 @client_command()
 def adapter_pull(client: RegistryClient, out: Output, adapter_id: int, to_dir: Path) -> None:
-    """Download a verified PEFT directory of an adapter version."""
+    """Download a verified PEFT directory of an adapter version, with the signatures the
+    registry has of it in signatures.json (for `weact verify`)."""
     with transfer_progress(f"pull {adapter_id}") as progress:
         path = client.pull_adapter(adapter_id, to_dir, progress)
+    envelopes = [s["envelope"] for s in client.list_signatures(adapter_id)]
+    if envelopes:  # an unsigned version pulls as its PEFT files alone
+        (path / SIGNATURES_FILE).write_text(json.dumps(envelopes, indent=2) + "\n")
     out.show({"adapter_id": adapter_id, "path": str(path)}, lambda r: f"pulled to {r['path']}")
 
 

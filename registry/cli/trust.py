@@ -1,4 +1,4 @@
-"""`weact key create` and `weact root init|add-key|revoke-key|threshold|sign|show`.
+"""`weact key create`, `weact root init|add-key|revoke-key|threshold|sign|show`, `weact verify`.
 
 Offline tools: none of them talks to a registry. A key pair is two files; the private one
 stays with its owner. The root of trust is one `root.json` (python-tuf root metadata) that
@@ -24,6 +24,7 @@ from clikit.options import json_option
 from clikit.output import Output
 from registry.cli.base import fail_cleanly
 from registry.trust import TrustRoot, create_key, load_public_key, load_signer
+from registry.trust.offline import verify_directory
 
 FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -151,3 +152,25 @@ def root_show(path: Path, as_json: bool) -> None:
     """The roles, keys and thresholds of a root, and whether it verifies."""
     trust = TrustRoot.load(path)
     _show(trust, as_json)
+
+
+@click.command("verify")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--root", "root_file", type=FILE, required=True, help="The root of trust.")
+@click.option("--channel", default=None, help="Also require this channel's approvals.")
+@click.option("--signatures", type=FILE, default=None, help="Default: DIRECTORY/signatures.json.")
+@json_option
+@fail_cleanly()
+def verify(
+    directory: Path, root_file: Path, channel: str | None, signatures: Path | None, as_json: bool
+) -> None:
+    """Check a pulled adapter DIRECTORY and its signatures against the root, offline."""
+    verdict = verify_directory(directory, TrustRoot.load(root_file), channel, signatures)
+    Output(as_json).show(
+        verdict,
+        lambda v: (
+            f"{v['capability']} {v['manifest_root'][:12]}: signed by "
+            f"{len(v['publishers'])} publisher(s), {len(v['approvers'])} approver(s) "
+            f"(root version {v['root_version']})"
+        ),
+    )

@@ -130,6 +130,21 @@ def test_a_strict_registry_takes_only_signed_pushes_and_approvals(
     assert "in no approve role" in weact.fails(*approve, "--key", "keys/pub.key", token=bob)
     assert weact.ok(*approve, "--key", "keys/ap1.key", token=bob)["state"] == "approved"
 
+    pulled = tmp_path / "pulled"
+    weact.ok("adapter", "pull", str(pushed["id"]), "--to", pulled, token=bob)
+    verdict = weact.ok("verify", pulled, "--root", "root.json", "--channel", "prod")
+    assert (verdict["capability"], len(verdict["publishers"]), len(verdict["approvers"])) == (
+        "write", 1, 1,
+    )  # fmt: skip
+    assert "no approve role for 'staging'" in weact.fails(
+        "verify", pulled, "--root", "root.json", "--channel", "staging"
+    )
+    config = json.loads((pulled / "adapter_config.json").read_text())
+    (pulled / "adapter_config.json").write_text(json.dumps({**config, "lora_alpha": 999}))
+    assert "no publisher statement names these weights" in weact.fails(
+        "verify", pulled, "--root", "root.json"
+    )
+
     listed = httpx.get(
         f"{strict.url}/v1/adapters/{pushed['id']}/signatures",
         headers={"Authorization": f"Bearer {bob}"},
