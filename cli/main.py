@@ -21,6 +21,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "capability": ("registry.cli.catalog:capability", "Create and list capabilities."),
     "adapter": ("registry.cli.adapters:adapter", "Push, pull, list and show adapter versions."),
     "approve": ("registry.cli.adapters:approve", "Approve a candidate adapter version."),
+    "key": ("registry.cli.trust:key", "Create signing key pairs (signed trust)."),
+    "root": ("registry.cli.trust:root", "Edit and sign the offline root of trust."),
+    "verify": ("registry.cli.trust:verify", "Check a pulled adapter's signatures, offline."),
     "reject": ("registry.cli.adapters:reject", "Reject a candidate adapter version."),
     "revoke": ("registry.cli.adapters:revoke", "Revoke an approved adapter version."),
     "promote": (

@@ -108,6 +108,13 @@ class GateFailedError(ConflictError):
     code = "gate_failed"
 
 
+class UntrustedError(RegistryError, PermissionError):
+    """Not signed as the offline root of trust requires (registry.trust): a missing or
+    invalid publisher or approver signature, a root not signed by its admin threshold."""
+
+    code = "untrusted"
+
+
 class PayloadTooLargeError(RegistryError, ValueError):
     code = "payload_too_large"
 
@@ -158,6 +165,7 @@ _ERRORS: tuple[type[RegistryError], ...] = (
     GateFailedError,
     PayloadTooLargeError,
     RegistryUnavailableError,
+    UntrustedError,
 )
 """The errors a registry server answers with (every code of the HTTP table)."""
 
@@ -184,6 +192,7 @@ ERROR_CODE_TO_HTTP_STATUS: dict[str, int] = {
     "payload_too_large": 413,
     "incompatible_adapter": 422,
     "unavailable": 503,
+    "untrusted": 403,
 }
 
 RETRY_AFTER_S: dict[str, int] = {"unavailable": 1}

@@ -68,6 +68,11 @@ class Settings(BaseSettings):
     adapter_max_dims: int = Field(default=ADAPTER_MAX_DIMS, gt=0)
     adapter_max_elements: int = Field(default=ADAPTER_MAX_ELEMENTS, gt=0)
 
+    # Signed trust (registry.trust): the offline root of trust (a TUF root.json) and whether
+    # the registry refuses pushes and approvals that lack a signature meeting it.
+    trust_root: str | None = None
+    strict: bool = False
+
     def adapter_limits(self) -> HeaderLimits:
         return HeaderLimits(
             max_header_bytes=self.adapter_max_header_bytes,

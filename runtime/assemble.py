@@ -136,6 +136,15 @@ def channel_client(options: dict[str, Any]) -> Any:
     return client
 
 
+def _trust_root(path: Path | None) -> Any:
+    """The node's root of trust, verified (signed by its admin threshold), or None."""
+    if path is None:
+        return None
+    from registry.trust import TrustRoot
+
+    return TrustRoot.load(path)
+
+
 def start_follower(
     engine: Engine, client: Any, options: dict[str, Any], *, steps: Steps | None = None
 ) -> Any:
@@ -158,6 +167,7 @@ def start_follower(
         wait_s=options["poll_wait"],
         heartbeat_s=options["heartbeat"],
         steps=steps,
+        trust=_trust_root(options.get("trust_root")),
     )
     follower.start()
     return follower

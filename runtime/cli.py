@@ -136,6 +136,14 @@ def follow_options(fn: F) -> F:
             help="Where pulled adapters go (default ~/.cache/weact/library/CHANNEL).",
         ),
         click.option(
+            "--root",
+            "trust_root",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            default=None,
+            help="The offline root of trust (root.json): serve only adapters signed as it "
+            "requires (a trusted publisher, the channel's threshold of approvers).",
+        ),
+        click.option(
             "--poll-wait",
             type=click.FloatRange(min=0.1, max=600),
             default=30.0,

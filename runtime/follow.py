@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from registry.client import RegistryClient, Revision
 from registry.errors import RegistryError, RegistryUnavailableError
+from registry.trust import TrustRoot
 from runtime.backoff import Backoff
 from runtime.engine import AdapterSpec, AuditReport
 from runtime.errors import AuditMismatchError, BackboneMismatchError, RuntimeEngineError
@@ -98,6 +99,7 @@ class ChannelFollower:
         heartbeat_s: float = 10.0,
         join_s: float = 1.0,
         steps: Steps | None = None,
+        trust: TrustRoot | None = None,
     ) -> None:
         self.client = client
         self.engine = engine
@@ -110,6 +112,7 @@ class ChannelFollower:
         self.heartbeat_s = heartbeat_s
         self.join_s = join_s
         self.steps = steps  # told each install's steps (`pull_library`)
+        self.trust = trust  # the node's root of trust: only signed revisions are installed
         self.revision: int | None = None  # the revision served (last good)
         self.library_digest: str | None = None
         self.head: int | None = None
@@ -132,7 +135,9 @@ class ChannelFollower:
         if self._thread is not None:
             raise RuntimeError("follower already started")
         self._check_backbone(self.client.get_channel(self.channel))
-        revision, specs = pull_library(self.client, self.channel, self.dest, steps=self.steps)
+        revision, specs = pull_library(
+            self.client, self.channel, self.dest, steps=self.steps, trust=self.trust
+        )
         report = self._install(revision, specs)
         if not report.ok:
             raise AuditMismatchError(f"refusing to serve {self._label(revision)}: {report.detail}")
@@ -184,7 +189,9 @@ class ChannelFollower:
     def sync(self) -> bool:
         """One attempt to serve the channel's current revision; False keeps the last good."""
         try:
-            revision, specs = pull_library(self.client, self.channel, self.dest, steps=self.steps)
+            revision, specs = pull_library(
+                self.client, self.channel, self.dest, steps=self.steps, trust=self.trust
+            )
             if self._stop.is_set():
                 return True
             self._install(revision, specs)

@@ -39,22 +39,33 @@ from registry.client import (
     RegistryClient,
     Revision,
 )
+from registry.trust import TrustRoot
 from runtime import verified
 from runtime.engine import AdapterSpec, AuditReport
 from runtime.progress import Steps, told
+from runtime.trusted import verify_revision
 
 logger = logging.getLogger(__name__)
 
 
 def pull_library(
-    client: RegistryClient, channel: str, dest: Path, *, steps: Steps | None = None
+    client: RegistryClient,
+    channel: str,
+    dest: Path,
+    *,
+    steps: Steps | None = None,
+    trust: TrustRoot | None = None,
 ) -> tuple[Revision, list[AdapterSpec]]:
     """The channel's current revision and one spec per adapter, pulled and verified.
 
     Specs come in the revision's hard order, then any other capability by name. Each
-    adapter is a step of the install, told to `steps` (silent when None).
+    adapter is a step of the install, told to `steps` (silent when None). With `trust`
+    (the node's root of trust), every adapter's signatures are checked first
+    (`runtime.trusted`): an untrusted revision is `UntrustedError`, nothing pulled.
     """
     revision = client.get_channel(channel)
+    if trust is not None:
+        verify_revision(client, revision, trust)
     descriptions = {c["name"]: c["description"] for c in client.list_capabilities()}
     specs = []
     order = library_order(revision)

@@ -48,6 +48,15 @@ OFFLINE = {
     "suite generate",
     "suite verify",
     "demo",  # starts its own embedded registry
+    # signed trust: keys and the root of trust are files, `verify` checks a directory
+    "key create",
+    "root init",
+    "root add-key",
+    "root revoke-key",
+    "root threshold",
+    "root sign",
+    "root show",
+    "verify",
 }
 
 # Minimal arguments that reach each command's first registry call. Placeholders:

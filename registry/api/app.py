@@ -34,6 +34,7 @@ from registry.api.routes import (
     events,
     health,
     nodes,
+    signatures,
     tokens,
 )
 from registry.api.schemas import RevisionPublic
@@ -53,6 +54,7 @@ ROUTERS = (
     backbones,
     capabilities,
     adapters,
+    signatures,
     evaluations,
     channels,
     nodes,

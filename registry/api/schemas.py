@@ -160,6 +160,7 @@ class AdapterCreate(In):
     files: dict[str, str]  # PEFT config and weights; README.md and training.json optional
     provenance: Provenance = Field(default_factory=Provenance)
     tags: dict[str, str] = Field(default_factory=dict, description="key=value tags.")
+    signature: dict[str, Any] | None = Field(default=None, description="Publisher's DSSE.")
 
 
 class AdapterPublic(Out):

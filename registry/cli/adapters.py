@@ -20,6 +20,8 @@ from registry import errors
 from registry.cli.base import client_command
 from registry.cli.render import render_adapter, render_adapters, render_lineage
 from registry.client import RegistryClient
+from registry.trust import load_signer
+from registry.trust.offline import SIGNATURES_FILE
 
 STATES = ("candidate", "approved", "rejected", "revoked")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,6 +62,13 @@ def adapter() -> None:
     help="JSON file with the training provenance.",
 )
 @_tag_option("--tag", "tags", help="A key=value tag (repeat).")
+@click.option(
+    "--key",
+    "key_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="The publisher's private key: sign the version's identity (signed trust).",
+)
 @client_command()
 def adapter_push(
     client: RegistryClient,
@@ -71,6 +80,7 @@ def adapter_push(
     backbone_root: str | None,
     provenance: Path | None,
     tags: dict[str, str],
+    key_file: Path | None,
 ) -> None:
     """Upload a PEFT adapter DIRECTORY (with its README.md and training.json, if there) and
     register it as a candidate version; bytes already registered answer with that version."""
@@ -86,6 +96,7 @@ def adapter_push(
                 provenance=stated,
                 progress=progress,
                 tags=tags,
+                signer=load_signer(key_file) if key_file else None,
             )
         except errors.ConflictError as exc:
             if not (isinstance(exc.detail, dict) and "adapter_id" in exc.detail):
@@ -102,9 +113,13 @@ def adapter_push(
 @click.option("--to", "to_dir", required=True, type=click.Path(path_type=Path))
 @client_command()
 def adapter_pull(client: RegistryClient, out: Output, adapter_id: int, to_dir: Path) -> None:
-    """Download a verified PEFT directory of an adapter version."""
+    """Download a verified PEFT directory of an adapter version, with the signatures the
+    registry has of it in signatures.json (for `weact verify`)."""
     with transfer_progress(f"pull {adapter_id}") as progress:
         path = client.pull_adapter(adapter_id, to_dir, progress)
+    envelopes = [s["envelope"] for s in client.list_signatures(adapter_id)]
+    if envelopes:  # an unsigned version pulls as its PEFT files alone
+        (path / SIGNATURES_FILE).write_text(json.dumps(envelopes, indent=2) + "\n")
     out.show({"adapter_id": adapter_id, "path": str(path)}, lambda r: f"pulled to {r['path']}")
 
 
@@ -185,8 +200,26 @@ def _decision(verb: str, doc: str) -> click.Command:
     @click.command(verb, help=doc)
     @click.argument("adapter_id", type=int)
     @click.option("--reason", default=None)
+    @click.option(
+        "--key",
+        "key_file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        default=None,
+        hidden=verb != "approve",
+        help="The approver's private key: sign the version's identity (signed trust).",
+    )
     @client_command()
-    def command(client: RegistryClient, out: Output, adapter_id: int, reason: str | None) -> None:
+    def command(
+        client: RegistryClient,
+        out: Output,
+        adapter_id: int,
+        reason: str | None,
+        key_file: Path | None,
+    ) -> None:
+        if key_file is not None:
+            if verb != "approve":
+                raise click.UsageError("--key signs approvals only")
+            client.sign_approval(adapter_id, load_signer(key_file))
         decided = getattr(client, verb)(adapter_id, reason)
         out.show(decided, render_adapter)
 

@@ -82,6 +82,20 @@ def settings_of(**overrides: str | None) -> Any:
     help="Server processes on the one port (default: the core count on PostgreSQL, 1 on "
     "SQLite, where more serve reads in parallel while writes stay one at a time).",
 )
+@click.option(
+    "--root",
+    "trust_root",
+    envvar="WEACT_TRUST_ROOT",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The offline root of trust (root.json from `weact root`), for --strict.",
+)
+@click.option(
+    "--strict/--no-strict",
+    envvar="WEACT_STRICT",
+    default=False,
+    help="Refuse pushes and approvals without a signature that meets the root.",
+)
 @fail_cleanly()
 @database_errors
 def serve(
@@ -92,6 +106,8 @@ def serve(
     port: int,
     log_level: str,
     workers: int | None,
+    trust_root: str | None,
+    strict: bool,
 ) -> None:
     """Check the blob store, migrate the database to head, then serve the registry API.
 
@@ -117,9 +133,17 @@ def serve(
     from storage import check_store
 
     settings = settings_of(
-        database_url=database_url, store_url=store_url, s3_endpoint_url=s3_endpoint_url
+        database_url=database_url,
+        store_url=store_url,
+        s3_endpoint_url=s3_endpoint_url,
+        trust_root=trust_root,
     )
+    settings.strict = strict
     check_store(open_blob_store(settings))  # before logging: a failure is one line
+    if strict:
+        from registry.services.signatures import strict_root
+
+        strict_root(settings.trust_root, True)  # a root that is missing or unsigned: exit 1
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     upgrade(settings.database_url)
     workers = workers or default_workers(settings.database_url)
@@ -131,6 +155,9 @@ def serve(
     os.environ["WEACT_STORE_URL"] = settings.store_url
     if settings.s3_endpoint_url:
         os.environ["WEACT_S3_ENDPOINT_URL"] = settings.s3_endpoint_url
+    if settings.trust_root:
+        os.environ["WEACT_TRUST_ROOT"] = settings.trust_root
+    os.environ["WEACT_STRICT"] = "1" if strict else "0"
     serve_workers(workers, APP_FACTORY, host=host, port=port, log_level=log_level)
 
 

@@ -14,9 +14,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from securesystemslib.signer import Signer
+
 from registry import errors
 from registry.client.endpoints import Endpoints
 from registry.client.records import Adapter, TokenInfo
+from registry.client.signing import pushed_identity, recorded_identity
 from registry.client.transfers import (
     CHUNK_SIZE,
     ProgressCallback,
@@ -27,6 +30,7 @@ from registry.client.transfers import (
     verified,
     write_atomically,
 )
+from registry.trust.statements import APPROVE, PUBLISH, sign_identity
 
 
 class RegistryClient(Endpoints):
@@ -100,9 +104,12 @@ class RegistryClient(Endpoints):
         provenance: Mapping[str, Any] | None = None,
         progress: ProgressCallback | None = None,
         tags: Mapping[str, str] | None = None,
+        signer: Signer | None = None,
     ) -> Adapter:
         """Upload a PEFT directory's files and register them as a new adapter version: its
         two PEFT files, and its `README.md` (model card) and `training.json` when present.
+        With `signer` (a publisher's key), the version's identity is signed here and the
+        signature registered with it (registry.trust).
 
         `backbone` is the backbone's manifest root; when omitted, the registry's only
         backbone is used (several backbones make it required). Bytes a version already has
@@ -111,6 +118,17 @@ class RegistryClient(Endpoints):
         paths = adapter_paths(Path(directory))
         root = backbone or self._only_backbone_root()
         files = {name: self.upload_blob(path, progress) for name, path in paths.items()}
+        signature = None
+        if signer is not None:
+            identity = pushed_identity(
+                self,
+                Path(directory),
+                capability=capability,
+                backbone_root=root,
+                parent_id=parent_id,
+                files=files,
+            )
+            signature = sign_identity(identity, PUBLISH, signer)
         return self.register_adapter(
             capability=capability,
             backbone=root,
@@ -119,7 +137,13 @@ class RegistryClient(Endpoints):
             label=label,
             provenance=provenance,
             tags=tags,
+            signature=signature,
         )
+
+    def sign_approval(self, adapter_id: int, signer: Signer) -> dict[str, Any]:
+        """Sign the version's identity as an approver and store the signature."""
+        envelope = sign_identity(recorded_identity(self, adapter_id), APPROVE, signer)
+        return self.add_signature(adapter_id, envelope)
 
     def _only_backbone_root(self) -> str:
         backbones = self.list_backbones()

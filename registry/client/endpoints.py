@@ -96,8 +96,10 @@ class Endpoints(ChannelEndpoints):
         label: str | None = None,
         provenance: Mapping[str, Any] | None = None,
         tags: Mapping[str, str] | None = None,
+        signature: Mapping[str, Any] | None = None,
     ) -> Adapter:
-        """`POST /v1/adapters` for files already uploaded (digests by file name).
+        """`POST /v1/adapters` for files already uploaded (digests by file name); with the
+        publisher's `signature` (a DSSE envelope, registry.trust) when given.
 
         Bytes that a version of the capability already has are `ConflictError` whose
         detail names it (`adapter_id`, `name`): never a silent duplicate.
@@ -111,7 +113,18 @@ class Endpoints(ChannelEndpoints):
             "provenance": provenance_body(provenance),
             "tags": dict(tags or {}),
         }
+        if signature is not None:
+            body["signature"] = dict(signature)
         return cast(Adapter, self._post("/adapters", body))
+
+    def add_signature(self, adapter_id: int, envelope: Mapping[str, Any]) -> dict[str, Any]:
+        """Store a signature (DSSE envelope) of the version's identity."""
+        body = {"envelope": dict(envelope)}
+        return cast(dict[str, Any], self._post(f"/adapters/{adapter_id}/signatures", body))
+
+    def list_signatures(self, adapter_id: int) -> list[dict[str, Any]]:
+        """The signatures stored for a version (what counts is for a root to say)."""
+        return cast(list[dict[str, Any]], self._get(f"/adapters/{adapter_id}/signatures")["items"])
 
     def list_adapters(
         self,

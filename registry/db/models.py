@@ -283,3 +283,19 @@ class SqlEvent(Base):
     created_at: Mapped[datetime] = mapped_column()
     prev_hash: Mapped[str] = mapped_column(DIGEST, unique=True)
     hash: Mapped[str] = mapped_column(DIGEST, unique=True)
+
+
+class SqlAdapterSignature(Base):
+    """A DSSE envelope signing an adapter's identity (registry.trust): by its publisher or
+    an approver. Stored and served as given; what counts is decided by the offline root."""
+
+    __tablename__ = "adapter_signatures"
+    __table_args__ = (UniqueConstraint("adapter_id", "kind", "keyid"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    adapter_id: Mapped[int] = mapped_column(ForeignKey("adapter_versions.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # publish | approve
+    keyid: Mapped[str] = mapped_column(String(128))
+    envelope: Mapped[dict[str, Any]] = mapped_column()
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

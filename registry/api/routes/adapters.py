@@ -19,7 +19,7 @@ from registry.api.schemas import (
     LineagePublic,
 )
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page
-from registry.services import adapters, lifecycle, tags
+from registry.services import adapters, lifecycle, signatures, tags
 
 router = APIRouter(tags=["adapters"])
 
@@ -48,12 +48,15 @@ def post_adapter(body: AdapterCreate, state: StateDep, actor: Publisher) -> Adap
         provenance=body.provenance.model_dump(),
         tags=body.tags,
     )
-    return adapters.register_adapter(
+    root = signatures.strict_root(state.settings.trust_root, state.settings.strict)
+    return signatures.register_signed_adapter(
         database=state.db,
         store=state.store,
         actor=actor,
         draft=draft,
         limits=state.settings.adapter_limits(),
+        signature=body.signature,
+        root=root,
     )
 
 
@@ -125,7 +128,9 @@ def get_lineage(adapter_id: AdapterId, state: StateDep, _reader: Reader) -> Line
 def approve(
     adapter_id: AdapterId, body: Decision, state: StateDep, actor: Approver
 ) -> AdapterVersion:
+    root = signatures.strict_root(state.settings.trust_root, state.settings.strict)
     with state.db.write() as session:
+        signatures.require_signed_approval(session=session, root=root, adapter_id=adapter_id)
         return lifecycle.approve_adapter(
             session=session, actor=actor, adapter_id=adapter_id, reason=body.reason
         )

@@ -1,0 +1,176 @@
+"""`weact key create`, `weact root init|add-key|revoke-key|threshold|sign|show`, `weact verify`.
+
+Offline tools: none of them talks to a registry. A key pair is two files; the private one
+stays with its owner. The root of trust is one `root.json` (python-tuf root metadata) that
+admins edit and sign in turn: an edit of a signed root makes the next version, unsigned, so
+that a rotation needs the admin threshold again.
+
+    weact key create alice --dir ~/.weact/keys          # alice.key, alice.pub.json
+    weact root init root.json --admin a1.pub.json --admin a2.pub.json --threshold 2
+    weact root add-key root.json publish alice.pub.json
+    weact root add-key root.json approve:prod bob.pub.json
+    weact root threshold root.json approve:prod 2
+    weact root sign root.json --key a1.key; weact root sign root.json --key a2.key
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from clikit.options import json_option
+from clikit.output import Output
+from registry.cli.base import fail_cleanly
+from registry.trust import TrustRoot, create_key, load_public_key, load_signer
+from registry.trust.offline import verify_directory
+
+FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def _role(role: str) -> str:
+    kind, _, scope = role.partition(":")
+    return role if kind == "admin" or scope else f"{kind}:*"
+
+
+def _show(root: TrustRoot, as_json: bool) -> None:
+    Output(as_json).show(root.summary(), lambda s: json.dumps(s, indent=2))
+
+
+@click.group()
+def key() -> None:
+    """Key pairs for signing (the private key stays in its owner's file)."""
+
+
+@key.command("create")
+@click.argument("name")
+@click.option("--dir", "directory", type=click.Path(path_type=Path), default=Path("."))
+@json_option
+@fail_cleanly()
+def key_create(name: str, directory: Path, as_json: bool) -> None:
+    """Create NAME.key (private, mode 0600) and NAME.pub.json (give this one to an admin)."""
+    private, public = create_key(directory, name)
+    result = {"private": str(private), "public": str(public), "keyid": _keyid(public)}
+    Output(as_json).show(result, lambda r: f"{r['keyid']}\n  private: {r['private']}")
+
+
+def _keyid(public: Path) -> str:
+    return str(load_public_key(public).keyid)
+
+
+@click.group()
+def root() -> None:
+    """The offline root of trust: who may publish and approve, and how many must sign."""
+
+
+@root.command("init")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--admin", "admins", type=FILE, multiple=True, required=True, help="Public key.")
+@click.option("--threshold", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--expires-days", type=click.IntRange(min=1), default=365, show_default=True)
+@json_option
+@fail_cleanly()
+def root_init(
+    path: Path, admins: tuple[Path, ...], threshold: int, expires_days: int, as_json: bool
+) -> None:
+    """A new root (version 1, unsigned) whose admin keys are --admin."""
+    if path.exists():
+        raise click.UsageError(f"{path} exists")
+    trust = TrustRoot.create([load_public_key(p) for p in admins], threshold, expires_days)
+    trust.save(path)
+    _show(trust, as_json)
+
+
+@root.command("add-key")
+@click.argument("path", type=FILE)
+@click.argument("role")
+@click.argument("public_key", type=FILE)
+@json_option
+@fail_cleanly()
+def root_add_key(path: Path, role: str, public_key: Path, as_json: bool) -> None:
+    """Let PUBLIC_KEY sign as ROLE (admin, publish[:CAPABILITY], approve[:CHANNEL])."""
+    trust = TrustRoot.from_bytes(path.read_bytes(), label=str(path))
+    trust.add_key(_role(role), load_public_key(public_key))
+    trust.save(path)
+    _show(trust, as_json)
+
+
+@root.command("revoke-key")
+@click.argument("path", type=FILE)
+@click.argument("role")
+@click.argument("keyid")
+@json_option
+@fail_cleanly()
+def root_revoke_key(path: Path, role: str, keyid: str, as_json: bool) -> None:
+    """Take KEYID out of ROLE (a signed root becomes the next version, to sign again)."""
+    trust = TrustRoot.from_bytes(path.read_bytes(), label=str(path))
+    trust.revoke_key(_role(role), keyid)
+    trust.save(path)
+    _show(trust, as_json)
+
+
+@root.command("threshold")
+@click.argument("path", type=FILE)
+@click.argument("role")
+@click.argument("threshold", type=click.IntRange(min=1))
+@json_option
+@fail_cleanly()
+def root_threshold(path: Path, role: str, threshold: int, as_json: bool) -> None:
+    """How many keys of ROLE must sign (e.g. approve:prod 2)."""
+    trust = TrustRoot.from_bytes(path.read_bytes(), label=str(path))
+    trust.set_threshold(_role(role), threshold)
+    trust.save(path)
+    _show(trust, as_json)
+
+
+@root.command("sign")
+@click.argument("path", type=FILE)
+@click.option("--key", "key_file", type=FILE, required=True, help="An admin's private key.")
+@click.option("--previous", type=FILE, default=None, help="The trusted root it replaces.")
+@json_option
+@fail_cleanly()
+def root_sign(path: Path, key_file: Path, previous: Path | None, as_json: bool) -> None:
+    """Add an admin's signature; says whether the root now verifies (and follows --previous)."""
+    trust = TrustRoot.from_bytes(path.read_bytes(), label=str(path))
+    trust.sign(load_signer(key_file))
+    trust.save(path)
+    _show(trust, as_json)
+    try:
+        trust.verify(TrustRoot.load(previous) if previous else None)
+    except PermissionError as exc:
+        click.echo(f"not yet trusted: {exc}", err=True)
+    else:
+        click.echo(f"{path}: version {trust.version} verifies", err=True)
+
+
+@root.command("show")
+@click.argument("path", type=FILE)
+@json_option
+@fail_cleanly()
+def root_show(path: Path, as_json: bool) -> None:
+    """The roles, keys and thresholds of a root, and whether it verifies."""
+    trust = TrustRoot.load(path)
+    _show(trust, as_json)
+
+
+@click.command("verify")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--root", "root_file", type=FILE, required=True, help="The root of trust.")
+@click.option("--channel", default=None, help="Also require this channel's approvals.")
+@click.option("--signatures", type=FILE, default=None, help="Default: DIRECTORY/signatures.json.")
+@json_option
+@fail_cleanly()
+def verify(
+    directory: Path, root_file: Path, channel: str | None, signatures: Path | None, as_json: bool
+) -> None:
+    """Check a pulled adapter DIRECTORY and its signatures against the root, offline."""
+    verdict = verify_directory(directory, TrustRoot.load(root_file), channel, signatures)
+    Output(as_json).show(
+        verdict,
+        lambda v: (
+            f"{v['capability']} {v['manifest_root'][:12]}: signed by "
+            f"{len(v['publishers'])} publisher(s), {len(v['approvers'])} approver(s) "
+            f"(root version {v['root_version']})"
+        ),
+    )

@@ -1,0 +1,177 @@
+"""Signed trust through the CLI (issue 28): keys, the offline root, a strict registry.
+
+`weact key create` and `weact root ...` run offline; `weact serve --strict` (here through
+WEACT_STRICT / WEACT_TRUST_ROOT, as `--strict --root` set them) refuses a push without a
+publisher signature that meets the root, and an approval without an approver's signature.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import factories
+import httpx
+import pytest
+
+from registry.launcher import EmbeddedRegistry, embedded_registry
+
+WEACT = Path(sys.executable).with_name("weact")
+
+
+@dataclass
+class Weact:
+    cwd: Path
+    url: str = ""
+
+    def run(self, *args: str | Path, token: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "WEACT_URL": self.url, "COLUMNS": "200"}
+        env.pop("WEACT_TOKEN", None)
+        if token is not None:
+            env["WEACT_TOKEN"] = token
+        return subprocess.run(
+            [str(WEACT), *map(str, args)], cwd=self.cwd, env=env, capture_output=True,
+            text=True, timeout=60,
+        )  # fmt: skip
+
+    def ok(self, *args: str | Path, token: str | None = None) -> Any:
+        done = self.run(*args, "--json", token=token)
+        assert done.returncode == 0, f"weact {args} failed: {done.stderr}"
+        return json.loads(done.stdout)
+
+    def fails(self, *args: str | Path, token: str | None = None) -> str:
+        done = self.run(*args, token=token)
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, done.stderr
+        return lines[0]
+
+
+@pytest.fixture
+def weact(tmp_path: Path) -> Weact:
+    return Weact(tmp_path)
+
+
+def make_root(weact: Weact) -> Path:
+    for name in ("admin1", "admin2", "pub", "ap1", "ap2", "stranger"):
+        made = weact.ok("key", "create", name, "--dir", "keys")
+        assert len(made["keyid"]) == 64
+        assert oct((weact.cwd / made["private"]).stat().st_mode & 0o777) == "0o600"
+    assert "refusing to overwrite" in weact.fails("key", "create", "pub", "--dir", "keys")
+    root = weact.cwd / "root.json"
+    weact.ok(
+        "root", "init", root, "--admin", "keys/admin1.pub.json",
+        "--admin", "keys/admin2.pub.json", "--threshold", "2",
+    )  # fmt: skip
+    weact.ok("root", "add-key", root, "publish", "keys/pub.pub.json")
+    weact.ok("root", "add-key", root, "approve:prod", "keys/ap1.pub.json")
+    shown = weact.ok("root", "add-key", root, "approve:prod", "keys/ap2.pub.json")
+    assert shown["roles"]["approve:prod"]["threshold"] == 1
+    assert shown["version"] == 1
+    assert "lacks 2 admin signature(s)" in weact.fails("root", "show", root)
+    assert "not an admin key" in weact.fails("root", "sign", root, "--key", "keys/pub.key")
+    first = weact.run("root", "sign", root, "--key", "keys/admin1.key")
+    assert "not yet trusted" in first.stderr
+    second = weact.run("root", "sign", root, "--key", "keys/admin2.key")
+    assert second.returncode == 0, second.stderr
+    assert "version 1 verifies" in second.stderr
+    assert len(weact.ok("root", "show", root)["signatures"]) == 2
+    return root
+
+
+@pytest.fixture
+def strict(
+    weact: Weact, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[EmbeddedRegistry]:
+    root = make_root(weact)
+    monkeypatch.setenv("WEACT_TRUST_ROOT", str(root))
+    monkeypatch.setenv("WEACT_STRICT", "1")
+    (weact.cwd / "serve").mkdir()
+    with embedded_registry(weact.cwd / "serve", database_url) as server:
+        weact.url = server.url
+        yield server
+
+
+def token(server: EmbeddedRegistry, name: str, role: str) -> str:
+    return server.bootstrap_token(name, role)
+
+
+def test_a_strict_registry_takes_only_signed_pushes_and_approvals(
+    weact: Weact, strict: EmbeddedRegistry, tmp_path: Path
+) -> None:
+    admin, alice, bob = (
+        token(strict, "root", "admin"),
+        token(strict, "alice", "publisher"),
+        token(strict, "bob", "approver"),
+    )
+    factories.write_backbone(tmp_path / "backbone")
+    weact.ok("backbone", "register", tmp_path / "backbone", "--name", "tiny", token=admin)
+    weact.ok("capability", "create", "write", "--description", "w", token=admin)
+    adapter = factories.write_adapter(tmp_path / "write", seed=3)
+    push = ("adapter", "push", adapter, "--capability", "write")
+
+    assert "this registry is strict" in weact.fails(*push, token=alice)
+    assert "0 of 1 publish signature(s)" in weact.fails(
+        *push, "--key", "keys/stranger.key", token=alice
+    )
+    pushed = weact.ok(*push, "--key", "keys/pub.key", token=alice)
+    assert pushed["existing"] is False  # the refused pushes left no version behind
+
+    approve = ("approve", str(pushed["id"]))
+    assert "sign the approval" in weact.fails(*approve, token=bob)
+    assert "in no approve role" in weact.fails(*approve, "--key", "keys/stranger.key", token=bob)
+    assert "in no approve role" in weact.fails(*approve, "--key", "keys/pub.key", token=bob)
+    assert weact.ok(*approve, "--key", "keys/ap1.key", token=bob)["state"] == "approved"
+
+    pulled = tmp_path / "pulled"
+    weact.ok("adapter", "pull", str(pushed["id"]), "--to", pulled, token=bob)
+    verdict = weact.ok("verify", pulled, "--root", "root.json", "--channel", "prod")
+    assert (verdict["capability"], len(verdict["publishers"]), len(verdict["approvers"])) == (
+        "write", 1, 1,
+    )  # fmt: skip
+    assert "no approve role for 'staging'" in weact.fails(
+        "verify", pulled, "--root", "root.json", "--channel", "staging"
+    )
+    config = json.loads((pulled / "adapter_config.json").read_text())
+    (pulled / "adapter_config.json").write_text(json.dumps({**config, "lora_alpha": 999}))
+    assert "no publisher statement names these weights" in weact.fails(
+        "verify", pulled, "--root", "root.json"
+    )
+
+    listed = httpx.get(
+        f"{strict.url}/v1/adapters/{pushed['id']}/signatures",
+        headers={"Authorization": f"Bearer {bob}"},
+    ).json()
+    assert listed["strict"] is True
+    assert [(s["kind"], s["created_by"]) for s in listed["items"]] == [
+        ("publish", "alice"),
+        ("approve", "bob"),
+    ]
+
+
+def test_a_development_registry_takes_unsigned_pushes_and_serves_signatures(
+    weact: Weact, tmp_path: Path
+) -> None:
+    (tmp_path / "serve").mkdir()
+    with embedded_registry(tmp_path / "serve") as server:
+        weact.url = server.url
+        admin, alice = token(server, "root", "admin"), token(server, "alice", "publisher")
+        factories.write_backbone(tmp_path / "backbone")
+        weact.ok("backbone", "register", tmp_path / "backbone", "--name", "tiny", token=admin)
+        weact.ok("capability", "create", "write", "--description", "w", token=admin)
+        pushed = weact.ok(
+            "adapter", "push", factories.write_adapter(tmp_path / "w", seed=4),
+            "--capability", "write", token=alice,
+        )  # fmt: skip
+        listed = httpx.get(
+            f"{server.url}/v1/adapters/{pushed['id']}/signatures",
+            headers={"Authorization": f"Bearer {alice}"},
+        ).json()
+        assert listed == {"adapter_id": pushed["id"], "strict": False, "items": []}

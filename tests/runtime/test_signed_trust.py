@@ -1,0 +1,374 @@
+"""Signed trust end to end: a node with `--root` serves only what the offline root's keys
+signed, whatever the registry says (issue 28).
+
+A real `weact serve` (SQLite and PostgreSQL), real signatures (registry.trust), a real
+PeftEngine following the channel over HTTP. The attacks:
+
+- an insider with only the admin token mints a publisher and an approver, pushes an
+  attacker adapter, signs and approves it with keys of their own and promotes it: a node
+  without a root serves it within seconds (measured), a node with the root refuses it;
+- the database and blob store written directly (the registry's own services run on them,
+  no API, no auth): an attacker adapter marked approved with correct digests, signature
+  rows that claim the approvers' key ids, set as the channel head: refused;
+- one stolen publisher key, or one approver key against a threshold of two: refused;
+- the root rotated to drop an approver key: its signatures stop counting.
+
+The node keeps serving the last verified library and says why in its heartbeat.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("peft")
+
+from sqlalchemy import create_engine, update  # noqa: E402
+
+from registry.client import RegistryClient  # noqa: E402
+from registry.db.models import SqlAdapterSignature, SqlAdapterVersion  # noqa: E402
+from registry.db.session import session_scope  # noqa: E402
+from registry.domain import Principal, Role  # noqa: E402
+from registry.errors import InvalidError  # noqa: E402
+from registry.launcher import EmbeddedRegistry, embedded_registry  # noqa: E402
+from registry.services import adapters as adapter_services  # noqa: E402
+from registry.services.channels import PromoteRequest, promote  # noqa: E402
+from registry.trust import (  # noqa: E402
+    APPROVE,
+    PUBLISH,
+    TrustRoot,
+    create_key,
+    load_public_key,
+    load_signer,
+    sign_identity,
+)
+from registry.trust.statements import AdapterIdentity  # noqa: E402
+from runtime.follow import ChannelFollower  # noqa: E402
+from runtime.tiny import build_tiny_adapter  # noqa: E402
+from storage.local import LocalBlobStore  # noqa: E402
+from storage.manifest import manifest_of_path  # noqa: E402
+
+logger = logging.getLogger(__name__)
+ORDER = ["plan", "search", "write"]
+PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432"
+KEYS = ("admin1", "admin2", "publisher", "approver1", "approver2", "approver3", "mallory")
+
+
+@dataclass
+class World:
+    server: EmbeddedRegistry
+    keys: Path
+    root_path: Path
+    admin: RegistryClient
+    alice: RegistryClient  # publisher
+    bob: RegistryClient  # approver
+    carol: RegistryClient  # approver
+    backbone_root: str
+    adapters: dict[str, int] = field(default_factory=dict)
+
+    def signer(self, name: str) -> Any:
+        return load_signer(self.keys / f"{name}.key")
+
+    def public(self, name: str) -> Any:
+        return load_public_key(self.keys / f"{name}.pub.json")
+
+    def publish(self, directory: Path, capability: str, approvers: tuple[str, ...]) -> int:
+        """Push signed by the publisher key, approval signed by `approvers`, approved."""
+        pushed = self.alice.push_adapter(
+            directory,
+            capability=capability,
+            backbone=self.backbone_root,
+            signer=self.signer("publisher"),
+        )
+        for name in approvers:
+            self.bob.sign_approval(pushed["id"], self.signer(name))
+        self.bob.approve(pushed["id"])
+        return int(pushed["id"])
+
+    def promote(self, channel: str, adapters: dict[str, int]) -> int:
+        """A revision serving `adapters` (the current one if it already does)."""
+        try:
+            result = self.bob.promote(
+                channel, adapters, backbone=self.backbone_root, order=ORDER, create=True
+            )
+        except InvalidError as exc:
+            if "changes nothing" not in str(exc):
+                raise
+            return int(self.bob.get_channel(channel)["revision"])
+        return int(result["revision"]["revision"])
+
+    def node(self) -> RegistryClient:
+        token = self.admin.create_token(name="nodes", role="node")["token"]
+        return RegistryClient(self.server.url, token)
+
+
+def make_root(keys: Path) -> TrustRoot:
+    public = {name: load_public_key(keys / f"{name}.pub.json") for name in KEYS}
+    root = TrustRoot.create([public["admin1"], public["admin2"]], threshold=2)
+    root.add_key("publish:*", public["publisher"])
+    for name in ("approver1", "approver2", "approver3"):
+        root.add_key("approve:prod", public[name])
+    root.set_threshold("approve:prod", 2)
+    for name in ("admin1", "admin2"):
+        root.sign(load_signer(keys / f"{name}.key"))
+    return root
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def database(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    if request.param == "sqlite":
+        yield None
+        return
+    admin = create_engine(f"{PG_SERVER}/postgres", isolation_level="AUTOCOMMIT")
+    name = f"weact_trust_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except Exception as exc:  # noqa: BLE001 - no server: skip the PostgreSQL half
+        admin.dispose()
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 unavailable: {exc}")
+    yield f"{PG_SERVER}/{name}"
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.dispose()
+
+
+@pytest.fixture(scope="module")
+def world(
+    database: str | None,
+    tmp_path_factory: pytest.TempPathFactory,
+    tiny_backbone: Path,
+    tiny_adapters: dict[str, Path],
+) -> Iterator[World]:
+    keys = tmp_path_factory.mktemp("keys")
+    for name in KEYS:
+        create_key(keys, name)
+    root_path = keys / "root.json"
+    make_root(keys).save(root_path)
+    with embedded_registry(tmp_path_factory.mktemp("registry"), database_url=database) as server:
+        admin = RegistryClient(server.url, server.bootstrap_token("root", "admin"))
+        tokens = {
+            name: admin.create_token(name=name, role=role)["token"]
+            for name, role in (("alice", "publisher"), ("bob", "approver"), ("carol", "approver"))
+        }
+        backbone = manifest_of_path(tiny_backbone).to_json()
+        root = admin.register_backbone(name="tiny", manifest=backbone)["root"]
+        for order, name in enumerate(ORDER):
+            admin.create_capability(name=name, description=f"{name} it.", order=order)
+        clients = {name: RegistryClient(server.url, token) for name, token in tokens.items()}
+        w = World(
+            server, keys, root_path, admin, clients["alice"], clients["bob"], clients["carol"], root
+        )
+        for capability, path in tiny_adapters.items():
+            w.adapters[capability] = w.publish(path, capability, ("approver1", "approver2"))
+        yield w
+        for client in (admin, *clients.values()):
+            client.close()
+
+
+@pytest.fixture
+def follow(
+    world: World, tiny_backbone: Path, tmp_path: Path
+) -> Iterator[Callable[..., ChannelFollower]]:
+    from runtime.engines.peft import PeftEngine
+
+    started: list[tuple[ChannelFollower, RegistryClient]] = []
+
+    def start(channel: str, node_id: str, trust: TrustRoot | None) -> ChannelFollower:
+        client = world.node()
+        follower = ChannelFollower(
+            client,
+            PeftEngine(tiny_backbone),
+            channel,
+            node_id,
+            tmp_path / node_id,
+            wait_s=1,
+            retry_s=0.2,
+            heartbeat_s=0.5,
+            trust=trust,
+        )
+        started.append((follower, client))
+        follower.start()
+        return follower
+
+    yield start
+    for follower, client in started:
+        follower.stop()
+        client.close()
+
+
+def eventually(check: Callable[[], bool], timeout: float = 20.0) -> float:
+    """Seconds until `check()` held."""
+    start = time.monotonic()
+    while not check():
+        assert time.monotonic() - start < timeout, "condition not met in time"
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def refused(world: World, follower: ChannelFollower, revision: int, served: int) -> str:
+    """Wait until the node heard of `revision` and refused it; it still serves `served`."""
+    eventually(lambda: (follower.head or 0) >= revision and "not trusted" in follower.last_error)
+    assert follower.revision == served
+    assert follower.engine.audit().ok
+    row = {n["id"]: n for n in world.admin.list_nodes()}[follower.node_id]
+    eventually(
+        lambda: (
+            "not trusted"
+            in {n["id"]: n for n in world.admin.list_nodes()}[follower.node_id]["audit"]["detail"]
+        )
+    )
+    assert row["revision"] == served
+    return follower.last_error
+
+
+def attacker_adapter(tiny_backbone: Path, tmp_path: Path, seed: int) -> Path:
+    return build_tiny_adapter(tiny_backbone, tmp_path / f"evil{seed}", seed=seed)
+
+
+def test_a_node_with_the_root_serves_a_revision_its_keys_signed(world: World, follow) -> None:
+    first = world.promote("prod", world.adapters)
+    follower = follow("prod", "node-good", TrustRoot.load(world.root_path))
+    assert follower.revision == first
+    assert sorted(follower.engine.adapters) == ORDER
+    assert follower.last_error == ""
+
+
+def test_an_insider_with_the_admin_token_cannot_get_weights_served(
+    world: World, follow, tiny_backbone: Path, tmp_path: Path
+) -> None:
+    channel = "prod"
+    served = world.promote(channel, world.adapters)
+    trusted = follow(channel, "node-trust", TrustRoot.load(world.root_path))
+    today = follow(channel, "node-today", None)  # no root: trusts the registry
+
+    # the insider: only the admin token; new principals, keys of their own
+    minted = {
+        role: world.admin.create_token(name=f"mallory-{role}", role=role)["token"]
+        for role in ("publisher", "approver")
+    }
+    with (
+        RegistryClient(world.server.url, minted["publisher"]) as pub,
+        RegistryClient(world.server.url, minted["approver"]) as app,
+    ):
+        evil = pub.push_adapter(
+            attacker_adapter(tiny_backbone, tmp_path, 66),
+            capability="write",
+            backbone=world.backbone_root,
+            signer=world.signer("mallory"),
+        )
+        app.sign_approval(evil["id"], world.signer("mallory"))
+        app.approve(evil["id"])
+        started = time.monotonic()
+        attack = int(
+            app.promote(channel, {"write": evil["id"]}, backbone=world.backbone_root)["revision"][
+                "revision"
+            ]
+        )
+    seconds = eventually(lambda: today.revision == attack)
+    logger.warning("without a root, a node served the insider's adapter in %.2f s", seconds)
+    assert today.engine.adapters["write"].manifest_root == evil["manifest_root"]
+
+    reason = refused(world, trusted, attack, served)
+    assert "0 of 1 publish signature(s)" in reason, reason
+    assert trusted.engine.adapters["write"].manifest_root != evil["manifest_root"]
+    logger.warning("with the root, refused in %.2f s: %s", time.monotonic() - started, reason)
+
+
+def test_a_compromised_database_cannot_get_weights_served(
+    world: World, follow, tiny_backbone: Path, tmp_path: Path
+) -> None:
+    """The database and blob store written directly: the registry's services run on them
+    without the API; the attacker's rows say approved, with correct digests, and carry
+    signature rows claiming the trusted keys' ids (signed by the attacker's key)."""
+    channel = "prod"
+    served = world.promote(channel, world.adapters)
+    trusted = follow(channel, "node-db", TrustRoot.load(world.root_path))
+
+    directory = attacker_adapter(tiny_backbone, tmp_path, 77)
+    store = LocalBlobStore(world.server.store_url)
+    names = ("adapter_config.json", "adapter_model.safetensors")
+    files = {name: store.put([(directory / name).read_bytes()]) for name in names}
+    intruder = Principal(name="db-intruder", role=Role.ADMIN)
+    with session_scope(world.server.database_url) as session:
+        draft = adapter_services.AdapterDraft(
+            capability="write", backbone=world.backbone_root, files=files
+        )
+        evil = adapter_services.register_adapter(
+            session=session, store=store, actor=intruder, draft=draft
+        )
+        session.execute(
+            update(SqlAdapterVersion)
+            .where(SqlAdapterVersion.id == evil.id)
+            .values(state="approved")
+        )
+        identity = AdapterIdentity(
+            "write", evil.manifest_root, world.backbone_root, None, files["adapter_config.json"]
+        )
+        mallory = world.signer("mallory")
+        for kind, predicate, claimed in (
+            ("publish", PUBLISH, "publisher"),
+            ("approve", APPROVE, "approver1"),
+            ("approve", APPROVE, "approver2"),
+        ):
+            envelope = sign_identity(identity, predicate, mallory)
+            keyid = world.public(claimed).keyid
+            envelope["signatures"][0]["keyid"] = keyid  # a forged claim of a trusted key
+            session.add(
+                SqlAdapterSignature(
+                    adapter_id=evil.id,
+                    kind=kind,
+                    keyid=keyid,
+                    envelope=envelope,
+                    created_by="db-intruder",
+                )
+            )
+        request = PromoteRequest(channel, None, {"write": evil.id}, None)
+        attack = promote(session=session, actor=intruder, request=request).revision.revision
+
+    reason = refused(world, trusted, attack, served)
+    assert "0 of 1 publish signature(s)" in reason, reason
+
+
+def test_one_stolen_key_is_not_enough(
+    world: World, follow, tiny_backbone: Path, tmp_path: Path
+) -> None:
+    """The publisher's key signs, and one approver's key (of a threshold of two)."""
+    channel = "prod"
+    served = world.promote(channel, world.adapters)
+    trusted = follow(channel, "node-onekey", TrustRoot.load(world.root_path))
+    evil = world.publish(attacker_adapter(tiny_backbone, tmp_path, 88), "write", ("approver3",))
+    attack = world.promote(channel, {"write": evil})
+    reason = refused(world, trusted, attack, served)
+    assert "1 of 2 approve signature(s) required by root role approve:prod" in reason, reason
+
+
+def test_a_rotated_root_stops_counting_a_revoked_approver_key(
+    world: World, follow, tiny_backbone: Path, tmp_path: Path
+) -> None:
+    channel = "prod"
+    old = TrustRoot.load(world.root_path)
+    adapter = world.publish(
+        attacker_adapter(tiny_backbone, tmp_path, 91), "write", ("approver1", "approver3")
+    )
+    revision = world.promote(channel, {**world.adapters, "write": adapter})
+    assert follow(channel, "node-old-root", old).revision == revision
+
+    rotated = TrustRoot.load(world.root_path)  # approver3's key is compromised: revoke it
+    rotated.revoke_key("approve:prod", world.public("approver3").keyid)
+    for name in ("admin1", "admin2"):
+        rotated.sign(world.signer(name))
+    rotated.verify(old)  # the old admin threshold signed the new version
+    assert rotated.version == old.version + 1
+
+    with pytest.raises(Exception, match="not trusted.*1 of 2 approve"):
+        follow(channel, "node-new-root", rotated)
