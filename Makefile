@@ -60,7 +60,7 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy storage registry runtime trainers cli evals
+	$(VENV)/bin/mypy storage registry runtime trainers cli clikit evals tasks
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site  # a broken link fails
 
 # The paper's comparison and the continual story on CPU with SmolLM2-135M (see

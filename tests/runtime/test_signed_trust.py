@@ -34,7 +34,7 @@ from sqlalchemy import create_engine, update  # noqa: E402
 
 from registry.client import RegistryClient  # noqa: E402
 from registry.db.models import SqlAdapterSignature, SqlAdapterVersion  # noqa: E402
-from registry.db.session import session_scope  # noqa: E402
+from registry.db.session import Database, session_scope  # noqa: E402
 from registry.domain import Principal, Role  # noqa: E402
 from registry.errors import InvalidError  # noqa: E402
 from registry.launcher import EmbeddedRegistry, embedded_registry  # noqa: E402
@@ -299,13 +299,17 @@ def test_a_compromised_database_cannot_get_weights_served(
     names = ("adapter_config.json", "adapter_model.safetensors")
     files = {name: store.put([(directory / name).read_bytes()]) for name in names}
     intruder = Principal(name="db-intruder", role=Role.ADMIN)
-    with session_scope(world.server.database_url) as session:
-        draft = adapter_services.AdapterDraft(
-            capability="write", backbone=world.backbone_root, files=files
-        )
+    draft = adapter_services.AdapterDraft(
+        capability="write", backbone=world.backbone_root, files=files
+    )
+    database = Database(world.server.database_url)
+    try:
         evil = adapter_services.register_adapter(
-            session=session, store=store, actor=intruder, draft=draft
+            database=database, store=store, actor=intruder, draft=draft
         )
+    finally:
+        database.dispose()
+    with session_scope(world.server.database_url) as session:
         session.execute(
             update(SqlAdapterVersion)
             .where(SqlAdapterVersion.id == evil.id)
