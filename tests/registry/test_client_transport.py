@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from securesystemslib.signer import CryptoSigner
 
 from registry import errors
 from registry.client import RegistryClient
@@ -198,6 +199,9 @@ def _calls(tmp_path: Path) -> dict[str, Callable[[RegistryClient], Any]]:
         "revoke_token": lambda c: c.revoke_token(1),
         "rebind_node": lambda c: c.rebind_node("gpu-1", 1),
         "tag_adapter": lambda c: c.tag_adapter(1, {"k": "v"}),
+        "add_signature": lambda c: c.add_signature(1, {"payload": "", "signatures": []}),
+        "list_signatures": lambda c: c.list_signatures(1),
+        "sign_approval": lambda c: c.sign_approval(1, CryptoSigner.generate_ed25519()),
         "upload_blob": lambda c: c.upload_blob(blob),
         "upload_bytes": lambda c: c.upload_bytes(b"x"),
         "blob_exists": lambda c: c.blob_exists(d),

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cli.launcher import embedded_registry
 from harness import make_tokens
 from sqlalchemy import create_engine, text
 
 from registry.client import RegistryClient
 from registry.db.migrate import upgrade
 from registry.db.session import Database
+from registry.launcher import embedded_registry
 
 pytestmark = pytest.mark.postgres
 

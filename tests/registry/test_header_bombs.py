@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 from bombs import MIB, many_dims, padded_header, reset_peak, rss_kib, zero_size_tensors
-from cli.launcher import embedded_registry
 from harness import make_world
 from live import live_harness
+
+from registry.launcher import embedded_registry
 
 MAX_S = 1.0
 MAX_GROWTH_KIB = 50 * 1000  # 50 MB

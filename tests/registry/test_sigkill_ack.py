@@ -16,11 +16,11 @@ from typing import Any
 
 import httpx
 import pytest
-from cli.launcher import EmbeddedRegistry, embedded_registry
 from harness import Harness, make_tokens, make_world
 from test_crash import fsck_clean
 
 from registry.db.session import Database
+from registry.launcher import EmbeddedRegistry, embedded_registry
 from storage import open_store
 
 

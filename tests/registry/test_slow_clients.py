@@ -13,10 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cli.launcher import EmbeddedRegistry, embedded_registry
 from harness import make_tokens
 
 from registry.db.session import Database
+from registry.launcher import EmbeddedRegistry, embedded_registry
 
 TIMEOUT_S = 1.0
 

@@ -22,9 +22,10 @@ from pathlib import Path
 import httpx
 import pytest
 from bombs import zero_size_tensors
-from cli.launcher import embedded_registry
 from harness import make_world
 from live import live_harness
+
+from registry.launcher import embedded_registry
 
 TENSORS = 150_000
 FAST_S = 2.0

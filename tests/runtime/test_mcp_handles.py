@@ -218,7 +218,8 @@ def test_an_idle_handle_expires_and_its_episode_closes() -> None:
 
         handle, episode_id = anyio.run(opened)
         deadline = time.monotonic() + 10
-        while httpx.get(f"{base}/v1/episodes/{episode_id}").status_code != 404:
+        bearer = {"Authorization": f"Bearer {TOKEN_A}"}  # the episode is its opener's alone
+        while httpx.get(f"{base}/v1/episodes/{episode_id}", headers=bearer).status_code != 404:
             assert time.monotonic() < deadline, "the idle episode was never closed"
             time.sleep(0.1)
 
