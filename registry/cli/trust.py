@@ -16,6 +16,7 @@ that a rotation needs the admin threshold again.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -36,6 +37,16 @@ def _role(role: str) -> str:
 
 def _show(root: TrustRoot, as_json: bool) -> None:
     Output(as_json).show(root.summary(), lambda s: json.dumps(s, indent=2))
+
+
+def _edit(path: Path, change: Callable[[TrustRoot], None], as_json: bool) -> TrustRoot:
+    """Read the root in `path` as it stands (unverified: it may be mid-signing), apply
+    `change`, write it back and show it."""
+    trust = TrustRoot.from_bytes(path.read_bytes(), label=str(path))
+    change(trust)
+    trust.save(path)
+    _show(trust, as_json)
+    return trust
 
 
 @click.group()
@@ -90,10 +101,7 @@ def root_init(
 @fail_cleanly()
 def root_add_key(path: Path, role: str, public_key: Path, as_json: bool) -> None:
     """Let PUBLIC_KEY sign as ROLE (admin, publish[:CAPABILITY], approve[:CHANNEL])."""
-    trust = TrustRoot.from_bytes(path.read_bytes(), label=str(path))
-    trust.add_key(_role(role), load_public_key(public_key))
-    trust.save(path)
-    _show(trust, as_json)
+    _edit(path, lambda trust: trust.add_key(_role(role), load_public_key(public_key)), as_json)
 
 
 @root.command("revoke-key")
@@ -104,10 +112,7 @@ def root_add_key(path: Path, role: str, public_key: Path, as_json: bool) -> None
 @fail_cleanly()
 def root_revoke_key(path: Path, role: str, keyid: str, as_json: bool) -> None:
     """Take KEYID out of ROLE (a signed root becomes the next version, to sign again)."""
-    trust = TrustRoot.from_bytes(path.read_bytes(), label=str(path))
-    trust.revoke_key(_role(role), keyid)
-    trust.save(path)
-    _show(trust, as_json)
+    _edit(path, lambda trust: trust.revoke_key(_role(role), keyid), as_json)
 
 
 @root.command("threshold")
@@ -118,10 +123,7 @@ def root_revoke_key(path: Path, role: str, keyid: str, as_json: bool) -> None:
 @fail_cleanly()
 def root_threshold(path: Path, role: str, threshold: int, as_json: bool) -> None:
     """How many keys of ROLE must sign (e.g. approve:prod 2)."""
-    trust = TrustRoot.from_bytes(path.read_bytes(), label=str(path))
-    trust.set_threshold(_role(role), threshold)
-    trust.save(path)
-    _show(trust, as_json)
+    _edit(path, lambda trust: trust.set_threshold(_role(role), threshold), as_json)
 
 
 @root.command("sign")
@@ -132,10 +134,7 @@ def root_threshold(path: Path, role: str, threshold: int, as_json: bool) -> None
 @fail_cleanly()
 def root_sign(path: Path, key_file: Path, previous: Path | None, as_json: bool) -> None:
     """Add an admin's signature; says whether the root now verifies (and follows --previous)."""
-    trust = TrustRoot.from_bytes(path.read_bytes(), label=str(path))
-    trust.sign(load_signer(key_file))
-    trust.save(path)
-    _show(trust, as_json)
+    trust = _edit(path, lambda trust: trust.sign(load_signer(key_file)), as_json)
     try:
         trust.verify(TrustRoot.load(previous) if previous else None)
     except PermissionError as exc:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +18,9 @@ import httpx
 import pytest
 from harness import make_tokens
 from sqlalchemy import create_engine, text
+from support.fleet import fresh_pg_database
 
 from registry.client import RegistryClient
-from registry.db.migrate import upgrade
 from registry.db.session import Database
 from registry.launcher import embedded_registry
 
@@ -35,18 +34,8 @@ WRITERS = 4
 @pytest.fixture
 def fresh_pg(pg_url: str) -> Iterator[str]:
     """A database of its own: the killer terminates every backend connected to it."""
-    admin = create_engine(f"{PG_SERVER}/postgres", isolation_level="AUTOCOMMIT")
-    name = f"weact_faults_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        url = f"{PG_SERVER}/{name}"
-        upgrade(url)
+    with fresh_pg_database("weact_faults") as url:
         yield url
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
 
 
 def _killer(database: str, stop: threading.Event, killed: list[int]) -> None:

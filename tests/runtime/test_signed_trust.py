@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,8 @@ import pytest
 
 pytest.importorskip("peft")
 
-from sqlalchemy import create_engine, update  # noqa: E402
+from sqlalchemy import update  # noqa: E402
+from support.fleet import PostgresUnavailable, fresh_pg_database  # noqa: E402
 
 from registry.client import RegistryClient  # noqa: E402
 from registry.db.models import SqlAdapterSignature, SqlAdapterVersion  # noqa: E402
@@ -57,7 +57,6 @@ from storage.manifest import manifest_of_path  # noqa: E402
 
 logger = logging.getLogger(__name__)
 ORDER = ["plan", "search", "write"]
-PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432"
 KEYS = ("admin1", "admin2", "publisher", "approver1", "approver2", "approver3", "mallory")
 
 
@@ -128,18 +127,11 @@ def database(request: pytest.FixtureRequest) -> Iterator[str | None]:
     if request.param == "sqlite":
         yield None
         return
-    admin = create_engine(f"{PG_SERVER}/postgres", isolation_level="AUTOCOMMIT")
-    name = f"weact_trust_{uuid.uuid4().hex[:12]}"
     try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    except Exception as exc:  # noqa: BLE001 - no server: skip the PostgreSQL half
-        admin.dispose()
+        with fresh_pg_database("weact_trust") as url:
+            yield url
+    except PostgresUnavailable as exc:
         pytest.skip(f"PostgreSQL at 127.0.0.1:5432 unavailable: {exc}")
-    yield f"{PG_SERVER}/{name}"
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.dispose()
 
 
 @pytest.fixture(scope="module")
