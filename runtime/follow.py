@@ -327,6 +327,9 @@ class ChannelFollower:
                     beats.cancel()
         except asyncio.CancelledError:
             logger.info("stopped following channel %r", self.channel)
+        finally:
+            with self._task_lock:
+                self._task = None  # a second stop() finds no loop to call into
 
     async def _heartbeats(self) -> None:
         while True:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from registry.client import RegistryClient
+from registry.client import RegistryClient, Revision
 from registry.errors import InvalidError
 from registry.launcher import EmbeddedRegistry, embedded_registry
 from registry.trust import TrustRoot, create_key, load_public_key, load_signer
@@ -92,8 +92,26 @@ class World:
         return number
 
     def node(self) -> RegistryClient:
+        return self.breached_node()
+
+    def breached_node(self) -> BreachedClient:
         token = self.admin.create_token(name="nodes", role="node")["token"]
-        return RegistryClient(self.server.url, token)
+        return BreachedClient(self.server.url, token)
+
+
+class BreachedClient(RegistryClient):
+    """A node's client of a registry an attacker controls: it can answer a channel read
+    with an older revision (`replay`, its real signatures with it) and keep serving the
+    last timestamp it had (`frozen`: it cannot sign a new one). Honest when both are None."""
+
+    replay: Revision | None = None
+    frozen: dict[str, Any] | None = None
+
+    def get_channel(self, name: str) -> Revision:
+        return self.replay if self.replay is not None else super().get_channel(name)
+
+    def channel_timestamp(self, channel: str) -> dict[str, Any]:
+        return self.frozen if self.frozen is not None else super().channel_timestamp(channel)
 
 
 def make_root(keys: Path, timestamp: Path | None = None) -> TrustRoot:
@@ -171,14 +189,20 @@ def followers(
 
     started: list[tuple[ChannelFollower, RegistryClient]] = []
 
-    def start(channel: str, node_id: str, trust: TrustRoot | None) -> ChannelFollower:
-        client = world.node()
+    def start(
+        channel: str,
+        node_id: str,
+        trust: TrustRoot | None,
+        client: RegistryClient | None = None,
+        dest: str | None = None,
+    ) -> ChannelFollower:
+        client = client or world.node()
         follower = ChannelFollower(
             client,
             PeftEngine(tiny_backbone),
             channel,
             node_id,
-            tmp_path / node_id,
+            tmp_path / (dest or node_id),
             wait_s=1,
             retry_s=0.2,
             heartbeat_s=0.5,
