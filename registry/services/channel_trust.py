@@ -150,12 +150,16 @@ def timestamp_key_path(settings: Settings) -> Path:
     return base / f"{TIMESTAMP_KEY}.key"
 
 
+_CREATING = threading.Lock()
+
+
 def ensure_timestamp_key(settings: Settings) -> Path:
-    """The timestamp key file, created (with its .pub.json) when absent."""
+    """The timestamp key file, created (with its .pub.json) when absent. `weact serve`
+    calls this before its workers start, so only one process ever creates it."""
     path = timestamp_key_path(settings)
-    if not path.exists():
-        name = path.name.removesuffix(".key")
-        create_key(path.parent, name)
+    with _CREATING:
+        if not path.exists():
+            create_key(path.parent, path.name.removesuffix(".key"))
     return path
 
 

@@ -49,7 +49,7 @@ def get_revision_metadata(
     "/channels/{name}/revisions/{number}/signatures",
     response_model=RevisionSignatureAdded,
     status_code=201,
-    responses=errors(404, 401, 403, 409, 422),
+    responses=errors(404, 401, 403, 409, 413, 422),
 )
 def post_revision_signature(
     name: ChannelName,
