@@ -29,6 +29,7 @@ from registry.api.routes import (
     backbones,
     blobs,
     capabilities,
+    channel_trust,
     channels,
     evaluations,
     events,
@@ -57,6 +58,7 @@ ROUTERS = (
     signatures,
     evaluations,
     channels,
+    channel_trust,
     nodes,
     events,
 )

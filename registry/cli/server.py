@@ -91,6 +91,16 @@ def settings_of(**overrides: str | None) -> Any:
     help="The offline root of trust (root.json from `weact root`), for --strict.",
 )
 @click.option(
+    "--timestamp-key",
+    "timestamp_key",
+    envvar="WEACT_TIMESTAMP_KEY",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="The online key that signs channel timestamps (created when absent; default "
+    "timestamp.key beside the blob directory). Add its .pub.json to the root: "
+    "`weact root add-key root.json timestamp timestamp.pub.json`.",
+)
+@click.option(
     "--strict/--no-strict",
     envvar="WEACT_STRICT",
     default=False,
@@ -107,6 +117,7 @@ def serve(
     log_level: str,
     workers: int | None,
     trust_root: str | None,
+    timestamp_key: str | None,
     strict: bool,
 ) -> None:
     """Check the blob store, migrate the database to head, then serve the registry API.
@@ -137,6 +148,7 @@ def serve(
         store_url=store_url,
         s3_endpoint_url=s3_endpoint_url,
         trust_root=trust_root,
+        timestamp_key=timestamp_key,
     )
     settings.strict = strict
     check_store(open_blob_store(settings))  # before logging: a failure is one line
@@ -145,6 +157,9 @@ def serve(
 
         strict_root(settings.trust_root, True)  # a root that is missing or unsigned: exit 1
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    from registry.services.channel_trust import ensure_timestamp_key
+
+    settings.timestamp_key = str(ensure_timestamp_key(settings))  # workers share one key
     upgrade(settings.database_url)
     workers = workers or default_workers(settings.database_url)
     if workers == 1:
@@ -158,6 +173,7 @@ def serve(
     if settings.trust_root:
         os.environ["WEACT_TRUST_ROOT"] = settings.trust_root
     os.environ["WEACT_STRICT"] = "1" if strict else "0"
+    os.environ["WEACT_TIMESTAMP_KEY"] = settings.timestamp_key
     serve_workers(workers, APP_FACTORY, host=host, port=port, log_level=log_level)
 
 
