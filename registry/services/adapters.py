@@ -359,31 +359,24 @@ def list_adapters(
     return Page(items=[to_adapter(r) for r in rows], total=total)
 
 
-def _descendants(session: Session, root_id: int) -> list[SqlAdapterVersion]:
-    found: list[SqlAdapterVersion] = []
-    frontier = [root_id]
-    while frontier:
-        children = list(
-            session.scalars(
-                select(SqlAdapterVersion).where(SqlAdapterVersion.parent_id.in_(frontier))
-            )
-        )
-        found.extend(children)
-        frontier = [c.id for c in children]
-    return sorted(found, key=lambda r: r.id)
+def _line(session: Session, adapter_id: int, *, up: bool) -> list[SqlAdapterVersion]:
+    """Every ancestor (``up``) or every descendant of a version: one recursive query."""
+    version = SqlAdapterVersion.__table__
+    start = select(version.c.id, version.c.parent_id).where(version.c.id == adapter_id)
+    walk = start.cte("line", recursive=True)
+    step = version.c.id == walk.c.parent_id if up else version.c.parent_id == walk.c.id
+    walk = walk.union_all(select(version.c.id, version.c.parent_id).where(step))
+    found = select(SqlAdapterVersion).where(
+        SqlAdapterVersion.id.in_(select(walk.c.id)), SqlAdapterVersion.id != adapter_id
+    )
+    return list(session.scalars(found.order_by(SqlAdapterVersion.id)))
 
 
 def lineage(*, session: Session, adapter_id: int) -> Lineage:
-    """Ancestors (oldest first), the adapter, and every descendant."""
+    """Ancestors (oldest first), the adapter, and every descendant (by id)."""
     row = find_adapter_row(session, adapter_id)
-    ancestors: list[SqlAdapterVersion] = []
-    parent_id = row.parent_id
-    while parent_id is not None:
-        parent = find_adapter_row(session, parent_id)
-        ancestors.append(parent)
-        parent_id = parent.parent_id
     return Lineage(
-        ancestors=[to_adapter(a) for a in reversed(ancestors)],
+        ancestors=[to_adapter(a) for a in _line(session, adapter_id, up=True)],
         adapter=to_adapter(row),
-        descendants=[to_adapter(d) for d in _descendants(session, row.id)],
+        descendants=[to_adapter(d) for d in _line(session, adapter_id, up=False)],
     )

@@ -124,7 +124,12 @@ def test_awaiting_a_decision_is_paginated(big: Site) -> None:
 
 
 def test_a_long_line_is_a_graph_and_a_folded_list(big: Site) -> None:
-    page = big.get(f"/adapters/{big.ids['bulk@28']}")  # the last of the first line of 27
+    with counted(big) as statements:
+        page = big.get(f"/adapters/{big.ids['bulk@28']}")  # the last of the first line of 27
+    assert len(statements) < 20, statements  # not a query per ancestor
+    with counted(big) as statements:
+        big.get(f"/adapters/{big.ids['bulk@2']}")  # the first: 26 descendants
+    assert len(statements) < 20, statements
     assert page.status_code == 200
     assert len(re.findall(r'<a href="/adapters/\d+" class="node', page.text)) == 27
     assert '<details class="edges">' in page.text
