@@ -286,8 +286,11 @@ def comparison(
     return Comparison(revisions=history, before=by_number[earlier], after=by_number[later])
 
 
-def audit_log(*, session: Session, before: int | None, limit: int) -> AuditLog:
-    """The chain's verification and a page of events, newest first."""
-    page = page_queries.newest_events(session=session, before=before, limit=limit + 1)
+def audit_log(
+    *, session: Session, before: int | None, limit: int, **filters: str | None
+) -> AuditLog:
+    """The chain's verification and a page of events, newest first (``filters``: the
+    ``action``, ``actor`` and ``subject`` of ``page_queries.newest_events``)."""
+    page = page_queries.newest_events(session=session, before=before, limit=limit + 1, **filters)
     older = page[limit - 1].id if len(page) > limit else None
     return AuditLog(chain=events.verify(session=session), events=page[:limit], older=older)

@@ -89,12 +89,30 @@ def list_gate_reports(
     return [_gate_record(row) for row in rows]
 
 
-def newest_events(*, session: Session, before: int | None = None, limit: int = 50) -> list[Event]:
-    """Audit events newest first, those with an id below ``before`` when it is given."""
+def newest_events(
+    *,
+    session: Session,
+    before: int | None = None,
+    limit: int = 50,
+    action: str | None = None,
+    actor: str | None = None,
+    subject: str | None = None,
+) -> list[Event]:
+    """Audit events newest first, those with an id below ``before`` when it is given, of
+    one ``action`` (``adapter.tag``; a prefix ending in ``.`` takes a family: ``adapter.``),
+    one ``actor`` and one ``subject`` (``adapter:5``, ``channel:prod``) when given."""
     _check_limit(limit)
     query = select(SqlEvent)
     if before is not None:
         query = query.where(SqlEvent.id < before)
+    if action is not None and action.endswith("."):
+        query = query.where(SqlEvent.action.startswith(action, autoescape=True))
+    elif action is not None:
+        query = query.where(SqlEvent.action == action)
+    if actor is not None:
+        query = query.where(SqlEvent.actor == actor)
+    if subject is not None:
+        query = query.where(SqlEvent.subject == subject)
     rows = session.scalars(query.order_by(SqlEvent.id.desc()).limit(limit))
     return [to_event(row) for row in rows]
 

@@ -12,7 +12,8 @@
 /channels/{name}/diff     what changed between two revisions (?from=&to=)
 /gates                    recorded gate reports (?channel=&outcome=passed|refused)
 /nodes                    runtime nodes: revision served, lag, audit
-/audit                    the audit chain's verification and its events (?before=)
+/audit                    the audit chain's verification and its events (?before=, and
+                          filters: action= (``adapter.`` for a family), actor=, subject=)
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ NOTICES = {
     "revoke": "Revoked, and taken out of every channel that served it.",
     "promote": "Promoted: a new revision is the channel's head.",
     "rollback": "Rolled back: a new revision equal to the earlier one is the head.",
+    "tag": "Tags saved.",
 }
 
 
@@ -230,7 +232,19 @@ def nodes(request: Request, state: StateDep, user: Viewer) -> Response:
 
 
 @router.get("/audit")
-def audit(request: Request, state: StateDep, user: Viewer, before: Optional = None) -> Response:
+def audit(
+    request: Request,
+    state: StateDep,
+    user: Viewer,
+    before: Optional = None,
+    action: Annotated[str | None, Query(max_length=64)] = None,
+    actor: Annotated[str | None, Query(max_length=128)] = None,
+    subject: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:
+    filters = {"action": _blank(action), "actor": _blank(actor), "subject": _blank(subject)}
     with state.db.read() as session:
-        data = page_models.audit_log(session=session, before=before, limit=EVENTS_PER_PAGE)
-    return page(request, "audit.html", user=user, data=data)
+        data = page_models.audit_log(
+            session=session, before=before, limit=EVENTS_PER_PAGE, **filters
+        )
+    older = query_url("/audit", filters, before=data.older) if data.older else None
+    return page(request, "audit.html", user=user, data=data, filters=filters, older=older)
