@@ -9,6 +9,7 @@ digests the revision names, and the engine recomputes the manifest root of the w
 loads, so what is served is what the keys signed; the registry vouches for nothing.
 
     verify_revision(client, revision, root)   # or UntrustedError naming what is missing
+    verify_adapter(client, root, channel, backbone, capability, entry)   # one of them
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 
-from registry.client import RegistryClient, Revision
+from registry.client import LibraryEntry, RegistryClient, Revision
 from registry.errors import UntrustedError
 from registry.trust import AdapterIdentity, TrustRoot, check_adapter
 
@@ -30,16 +31,8 @@ def verify_revision(client: RegistryClient, revision: Revision, root: TrustRoot)
     started = time.perf_counter()
     channel, number = revision["channel"], revision["revision"]
     for capability, entry in sorted(revision["library"].items()):
-        identity = AdapterIdentity(
-            capability=capability,
-            manifest_root=entry["manifest_root"],
-            backbone_root=revision["backbone"],
-            parent=None,  # lineage: checked by the registry when stored, not what is served
-            config=entry["files"].get(CONFIG_FILE, ""),
-        )
-        envelopes = [s["envelope"] for s in client.list_signatures(entry["adapter_id"])]
         try:
-            check_adapter(root, identity, channel, envelopes)
+            verify_adapter(client, root, channel, revision["backbone"], capability, entry)
         except UntrustedError as exc:
             raise UntrustedError(
                 f"{channel} revision {number}: {entry['name']} is not trusted: {exc}"
@@ -52,3 +45,24 @@ def verify_revision(client: RegistryClient, revision: Revision, root: TrustRoot)
         root.version,
         (time.perf_counter() - started) * 1000,
     )
+
+
+def verify_adapter(
+    client: RegistryClient,
+    root: TrustRoot,
+    channel: str,
+    backbone: str,
+    capability: str,
+    entry: LibraryEntry,
+) -> None:
+    """One adapter, named as `entry` does, is signed as `root` requires for `channel`: the
+    check of each adapter of a revision (the vLLM plugin's check of a version name)."""
+    identity = AdapterIdentity(
+        capability=capability,
+        manifest_root=entry["manifest_root"],
+        backbone_root=backbone,
+        parent=None,  # lineage: checked by the registry when stored, not what is served
+        config=entry["files"].get(CONFIG_FILE, ""),
+    )
+    envelopes = [s["envelope"] for s in client.list_signatures(entry["adapter_id"])]
+    check_adapter(root, identity, channel, envelopes)

@@ -1,0 +1,114 @@
+"""The plugin's root of trust (`WEACT_ROOT`): nothing is made loadable that its keys did not
+sign, whatever the registry says.
+
+With a root (`registry.trust.TrustRoot`, the offline `root.json` nodes take as `--root`):
+
+- a **channel revision** (a channel name's head, and every revision the follower's long-poll
+  hears of) passes `runtime.trusted.verify_revision`, the nodes' own check, before any
+  adapter of it is pulled or a served name moves to it. A revision that fails is refused:
+  logged, said in the heartbeat's audit detail, and the channel's names stay on the last
+  revision this process verified (the last verified library); none verified yet: refused.
+- a **version name** (`write@7`) is served only when the version is signed as an adapter of
+  the plugin's channel (`WEACT_VLLM_CHANNEL`) must be: a trusted publisher and the channel's
+  threshold of approvers (`runtime.trusted.verify_adapter`, the per-adapter part of the same
+  check), so a candidate is never served with a root, even in evaluation mode.
+
+What is pulled is then the signed entry (manifest root; the pull checks every file against
+its digest and the weights' root is recomputed), and the serve policy still applies to the
+registry's state: a revoke takes the version out as without a root. Without a root every
+method answers what the registry says (the plugin behaves as it did before roots).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from registry.client import Adapter, LibraryEntry, RegistryClient, Revision
+from registry.errors import UntrustedError
+from registry.trust import TrustRoot
+from runtime.trusted import verify_adapter, verify_revision
+from runtime.vllm_resolver.log import get_logger
+
+logger = get_logger(__name__)
+
+
+def entry_of(adapter: Adapter) -> LibraryEntry:
+    return {
+        "adapter_id": adapter["id"],
+        "name": adapter["name"],
+        "manifest_root": adapter["manifest_root"],
+        "files": adapter["files"],
+    }
+
+
+class Trust:
+    """This process's verified channel revisions and refusals, under an optional root."""
+
+    def __init__(
+        self, client: Callable[[], RegistryClient], root: TrustRoot | None, channel: str = "prod"
+    ) -> None:
+        self.client = client
+        self.root = root
+        self.channel = channel  # whose approvers a version name needs
+        self._verified: dict[str, Revision] = {}  # channel -> the last revision verified
+        self._refused: dict[str, str] = {}  # channel -> why its latest revision was refused
+        self._lock = threading.Lock()
+
+    def revision(self, revision: Revision) -> Revision:
+        """`revision` when the root's keys signed it, else the channel's last verified
+        revision (UntrustedError when there is none). Without a root: `revision`."""
+        if self.root is None:
+            return revision
+        channel, number = revision["channel"], int(revision["revision"])
+        with self._lock:
+            last = self._verified.get(channel)
+            if last == revision:
+                return revision
+            try:
+                verify_revision(self.client(), revision, self.root)
+            except UntrustedError as exc:
+                self._refuse(channel, str(exc), last)
+                if last is None:
+                    raise
+                return last
+            self._verified[channel] = revision
+            if self._refused.pop(channel, None) is not None:
+                logger.warning("channel %r revision %d verified: following it again",
+                               channel, number)  # fmt: skip
+            return revision
+
+    def head(self, channel: str) -> Revision:
+        """The channel's current revision, or its last verified one (see `revision`)."""
+        return self.revision(self.client().get_channel(channel))
+
+    def version(self, adapter: Adapter) -> LibraryEntry:
+        """The entry to pull for a version name; UntrustedError unless the root's keys
+        signed it as an adapter of the plugin's channel."""
+        entry = entry_of(adapter)
+        if self.root is None:
+            return entry
+        try:
+            verify_adapter(self.client(), self.root, self.channel, adapter["backbone"],
+                           adapter["capability"], entry)  # fmt: skip
+        except UntrustedError as exc:
+            raise UntrustedError(
+                f"{adapter['name']} is not signed as an adapter of channel {self.channel!r}: {exc}"
+            ) from exc
+        return entry
+
+    def refusals(self) -> dict[str, str]:
+        """Channel -> why its latest revision was refused (while it is the latest)."""
+        with self._lock:
+            return dict(self._refused)
+
+    def _refuse(self, channel: str, why: str, last: Revision | None) -> None:
+        if self._refused.get(channel) == why:
+            return  # said once
+        self._refused[channel] = why
+        keeps = (
+            f"; still serving revision {last['revision']}, the last verified"
+            if last is not None
+            else ""
+        )
+        logger.error("refusing a revision of channel %r (WEACT_ROOT): %s%s", channel, why, keeps)
