@@ -53,6 +53,7 @@ class Trust:
         self.channel = channel  # whose approvers a version name needs
         self._verified: dict[str, Revision] = {}  # channel -> the last revision verified
         self._refused: dict[str, str] = {}  # channel -> why its latest revision was refused
+        self._refused_revision: dict[str, Revision] = {}  # channel -> that revision
         self._lock = threading.Lock()
 
     def revision(self, revision: Revision) -> Revision:
@@ -66,13 +67,17 @@ class Trust:
             if last == revision:
                 return revision
             try:
+                if self._refused_revision.get(channel) == revision:  # checked: not again
+                    raise UntrustedError(self._refused[channel])
                 verify_revision(self.client(), revision, self.root)
             except UntrustedError as exc:
+                self._refused_revision[channel] = revision
                 self._refuse(channel, str(exc), last)
                 if last is None:
                     raise
                 return last
             self._verified[channel] = revision
+            self._refused_revision.pop(channel, None)
             if self._refused.pop(channel, None) is not None:
                 logger.warning("channel %r revision %d verified: following it again",
                                channel, number)  # fmt: skip
