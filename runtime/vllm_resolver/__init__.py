@@ -43,9 +43,10 @@ adapters and channels, heartbeats, and reports refused loads. Settings (`setting
 `WEACT_TOKEN`), `WEACT_VLLM_LIBRARY_DIR` (default `~/.cache/weact/vllm-lora`),
 `WEACT_VLLM_SERVE_CANDIDATES`, `WEACT_VLLM_NODE_ID`, `WEACT_VLLM_CHECK_S`,
 `WEACT_VLLM_HEARTBEAT_S`, `WEACT_VLLM_CHANNEL` (the channel a heartbeat names when the
-server serves no channel name, or several; with a root, whose approvers a version name
-needs), `WEACT_VLLM_ROOT` (else `WEACT_ROOT`). Without a registry URL, or without runtime
-LoRA updating (vLLM never asks resolvers then), the plugin does nothing.
+server serves no channel name, or several; with a root, the one channel served, whose
+approvers every version needs), `WEACT_VLLM_ROOT` (else `WEACT_ROOT`). Without a registry
+URL, or without runtime LoRA updating (vLLM never asks resolvers then), the plugin does
+nothing.
 """
 
 from __future__ import annotations

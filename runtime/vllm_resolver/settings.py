@@ -37,7 +37,7 @@ class PluginSettings(BaseSettings):
     wait_s: float = Field(default=30.0, gt=0)  # long-poll of the channels served
     heartbeat_s: float = Field(default=10.0, gt=0)
     # the channel a heartbeat names when the server serves no channel name (or several);
-    # with a root, the channel whose approvers a version name (`write@7`) must carry
+    # with a root, the one channel served, whose approvers every version must carry
     channel: str = "prod"
     # the root of trust (`root.json`, what nodes take as `--root`): serve only what its keys
     # signed (`trust.py`); `WEACT_ROOT` when the plugin's own is unset; none: as the registry says

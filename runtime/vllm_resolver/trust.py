@@ -11,7 +11,9 @@ With a root (`registry.trust.TrustRoot`, the offline `root.json` nodes take as `
 - a **version name** (`write@7`) is served only when the version is signed as an adapter of
   the plugin's channel (`WEACT_VLLM_CHANNEL`) must be: a trusted publisher and the channel's
   threshold of approvers (`runtime.trusted.verify_adapter`, the per-adapter part of the same
-  check), so a candidate is never served with a root, even in evaluation mode.
+  check), so a candidate is never served with a root, even in evaluation mode. The engine
+  process checks every load the same way (it does not know which name asked for a version),
+  so channel names of other channels are refused: one channel per server.
 
 What is pulled is then the signed entry (manifest root; the pull checks every file against
 its digest and the weights' root is recomputed), and the serve policy still applies to the
@@ -84,7 +86,13 @@ class Trust:
             return revision
 
     def head(self, channel: str) -> Revision:
-        """The channel's current revision, or its last verified one (see `revision`)."""
+        """The channel's current revision, or its last verified one (see `revision`). With a
+        root only the plugin's channel: the engine checks every load against its approvers."""
+        if self.root is not None and channel != self.channel:
+            raise UntrustedError(
+                f"with WEACT_ROOT this server serves channel {self.channel!r} "
+                f"(WEACT_VLLM_CHANNEL), not {channel!r}"
+            )
         return self.revision(self.client().get_channel(channel))
 
     def version(self, adapter: Adapter) -> LibraryEntry:

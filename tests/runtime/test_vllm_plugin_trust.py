@@ -208,6 +208,8 @@ def test_a_breached_registrys_head_is_refused_and_the_last_verified_keeps_servin
         with pytest.raises(ResolveRefused, match="not signed as an adapter of channel 'prod'"):
             source.resolve(base, evil["name"])
         assert not (tmp_path / "signed" / evil["name"]).exists()
+        with pytest.raises(ResolveRefused, match="serves channel 'prod' .*not 'staging'"):
+            source.resolve(base, "staging/write")
         verifier = LoadVerifier(lambda: node, tmp_path / "signed", "vllm-rooted", trust=trust)
         with pytest.raises(IntegrityRefused, match="0 of 1 publish"):
             verifier.expected(evil["name"])
