@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -122,6 +123,10 @@ def node(
         yield url
 
 
+def serves(url: str, revision: int) -> bool:
+    return int(library(url)["revision"]) == revision
+
+
 def library(url: str) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {NODE_TOKEN}"}
     return dict(httpx.get(f"{url}/healthz", headers=headers, timeout=10).json()["library"])
@@ -130,7 +135,9 @@ def library(url: str) -> dict[str, Any]:
 class Plugin:
     """The vLLM plugin's registry side serving prod/write, with or without a root."""
 
-    def __init__(self, client: RegistryClient, backbone: Path, dest: Path, root: Any) -> None:
+    def __init__(
+        self, client: RegistryClient, backbone: Path, dest: Path, root: TrustRoot | None
+    ) -> None:
         self.client, self.backbone = client, str(backbone)
         self.trust = Trust(lambda: client, root)
         self.source = RegistrySource(client, dest, trust=self.trust)
@@ -227,8 +234,7 @@ def attack_round(
 def restore(bench: Bench, nodes: tuple[str, str], plugins: tuple[Plugin, Plugin]) -> None:
     """A signed promote: every follower on it again, prod/write bound to it."""
     good = bench.promote(bench.app, bench.adapter(bench.pub, bench.app, "pub", "app"))
-    for url in nodes:
-        until(lambda u=url: library(u)["revision"] == good)  # type: ignore[misc]
+    first_times({url: functools.partial(serves, url, good) for url in nodes})
     until(lambda: "prod" not in plugins[1].trust.refusals())
     for plugin in plugins:
         plugin.serve()
