@@ -23,6 +23,7 @@ when the registry stopped renewing its timestamp, else "".
 
     state = TrustState.load(Path("/var/lib/weact/lib/trust-state.json"))
     verify_revision(client, revision, root, state)   # or UntrustedError naming what is wrong
+    verify_adapter(client, root, channel, backbone, capability, entry)   # one of them
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from registry.client import RegistryClient, Revision
+from registry.client import LibraryEntry, RegistryClient, Revision
 from registry.errors import StaleMetadataError, UntrustedError
 from registry.trust import AdapterIdentity, TrustRoot, check_adapter
 from registry.trust.channel import (
@@ -135,16 +136,8 @@ def verify_revision(
 def _verify_adapters(client: RegistryClient, revision: Revision, root: TrustRoot) -> None:
     channel, number = revision["channel"], revision["revision"]
     for capability, entry in sorted(revision["library"].items()):
-        identity = AdapterIdentity(
-            capability=capability,
-            manifest_root=entry["manifest_root"],
-            backbone_root=revision["backbone"],
-            parent=None,  # lineage: checked by the registry when stored, not what is served
-            config=entry["files"].get(CONFIG_FILE, ""),
-        )
-        envelopes = [s["envelope"] for s in client.list_signatures(entry["adapter_id"])]
         try:
-            check_adapter(root, identity, channel, envelopes)
+            verify_adapter(client, root, channel, revision["backbone"], capability, entry)
         except UntrustedError as exc:
             raise UntrustedError(
                 f"{channel} revision {number}: {entry['name']} is not trusted: {exc}"
@@ -163,3 +156,24 @@ def check_freshness(client: RegistryClient, channel: str, root: TrustRoot) -> st
     except UntrustedError as exc:
         return f"timestamp of channel {channel!r} refused: {exc}"
     return ""
+
+
+def verify_adapter(
+    client: RegistryClient,
+    root: TrustRoot,
+    channel: str,
+    backbone: str,
+    capability: str,
+    entry: LibraryEntry,
+) -> None:
+    """One adapter, named as `entry` does, is signed as `root` requires for `channel`: the
+    check of each adapter of a revision (the vLLM plugin's check of a version name)."""
+    identity = AdapterIdentity(
+        capability=capability,
+        manifest_root=entry["manifest_root"],
+        backbone_root=backbone,
+        parent=None,  # lineage: checked by the registry when stored, not what is served
+        config=entry["files"].get(CONFIG_FILE, ""),
+    )
+    envelopes = [s["envelope"] for s in client.list_signatures(entry["adapter_id"])]
+    check_adapter(root, identity, channel, envelopes)

@@ -27,6 +27,12 @@ current head for write) with exactly the weights the registry approved:
   names and paths inside the plugin's library; only the plugin loads them. The resolver
   needs `VLLM_ALLOW_RUNTIME_LORA_UPDATING=true`, which opens that endpoint: without
   `--api-key` (or `VLLM_API_KEY`) the server refuses to start.
+- **Signed trust** (`trust.py`): with a root of trust, `WEACT_ROOT=root.json` (the offline
+  root nodes take as `--root`), a channel revision passes `runtime.trusted.verify_revision`
+  before any adapter of it is made loadable, and a version name must carry a trusted
+  publisher's and the channel's approvers' signatures; a revision that fails is refused,
+  logged and said in the heartbeat, and the last verified one keeps serving. Without a root
+  the registry's word is taken, as before.
 - **Visible**: logs through vLLM's logger (`log.py`); heartbeats as node
   `WEACT_VLLM_NODE_ID` (default `vllm-<hostname>`), so `weact nodes` lists the server with
   the names it serves, their verified roots, its last check and whether it is stale.
@@ -37,8 +43,10 @@ adapters and channels, heartbeats, and reports refused loads. Settings (`setting
 `WEACT_TOKEN`), `WEACT_VLLM_LIBRARY_DIR` (default `~/.cache/weact/vllm-lora`),
 `WEACT_VLLM_SERVE_CANDIDATES`, `WEACT_VLLM_NODE_ID`, `WEACT_VLLM_CHECK_S`,
 `WEACT_VLLM_HEARTBEAT_S`, `WEACT_VLLM_CHANNEL` (the channel a heartbeat names when the
-server serves no channel name, or several). Without a registry URL, or without runtime
-LoRA updating (vLLM never asks resolvers then), the plugin does nothing.
+server serves no channel name, or several; with a root, the one channel served, whose
+approvers every version needs), `WEACT_VLLM_ROOT` (else `WEACT_ROOT`). Without a registry
+URL, or without runtime LoRA updating (vLLM never asks resolvers then), the plugin does
+nothing.
 """
 
 from __future__ import annotations
@@ -85,11 +93,15 @@ def register() -> None:
         os.environ[CHECKED] = "1"  # vLLM's helper processes have other command lines
     from vllm.lora.resolver import LoRAResolverRegistry
 
-    from runtime.vllm_resolver import follower, integrity, served, server, source
+    from runtime.trusted import STATE_FILE, TrustState
+    from runtime.vllm_resolver import follower, integrity, served, server, source, trust
 
     client = process_client(settings)
     mode, library = settings.serve_candidates, settings.library_dir
-    integrity.install(integrity.LoadVerifier(client, library, settings.node_id, mode))
+    root = settings.trust_root()
+    state = TrustState.load(library / STATE_FILE) if root is not None else None
+    signed = trust.Trust(client, root, settings.channel, state)
+    integrity.install(integrity.LoadVerifier(client, library, settings.node_id, mode, signed))
     table = served.ServedTable()
     following: list[follower.ServedFollower] = []
 
@@ -98,11 +110,12 @@ def register() -> None:
             client, table, hooks.drop, mode=mode, library_dir=library,
             node_id=settings.node_id, channel=settings.channel, check_s=settings.check_s,
             wait_s=settings.wait_s, heartbeat_s=settings.heartbeat_s, loaded=hooks.loaded,
+            trust=signed,
         )  # fmt: skip
         following.append(follow)
         follow.start()
 
     hooks = server.ServerHooks(library, start_following)
     server.install(hooks)
-    resolver = server.make_resolver(source.RegistrySource(client(), library, mode), table)
+    resolver = server.make_resolver(source.RegistrySource(client(), library, mode, signed), table)
     LoRAResolverRegistry.register_resolver(RESOLVER_NAME, resolver)

@@ -11,6 +11,11 @@ A background thread (its own event loop) runs three things:
 - a heartbeat every `heartbeat_s` (and after each change) as node `node_id`: the names
   served with the version and verified manifest root of each, the last check, `stale`.
 
+With a root of trust (`trust.Trust`, `WEACT_ROOT`) a revision the long-poll hears of moves
+nothing until it passes `runtime.trusted.verify_revision`: one that fails is refused (logged,
+and said in every heartbeat's audit detail while it is the channel's latest), and the
+channel's names stay bound to the last verified revision's versions.
+
 Dropping a name removes it from vLLM's table of served names (`drop`, on the server's own
 loop, under vLLM's per-name lock): requests in flight finish on the LoRA they hold; the next
 request for the name resolves again (a channel name to its new head, a revoked version to
@@ -29,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from registry.client import RegistryClient, Revision
-from registry.errors import RegistryError, RegistryUnavailableError
+from registry.errors import RegistryError, RegistryUnavailableError, UntrustedError
 from runtime.backoff import Backoff
 from runtime.vllm_resolver.log import get_logger
 from runtime.vllm_resolver.policy import CandidateMode, ServedName, deletable, names_to_drop
 from runtime.vllm_resolver.served import ServedTable
+from runtime.vllm_resolver.trust import Trust
 
 logger = get_logger(__name__)
 Heads = dict[tuple[str, str], str | None]
@@ -66,6 +72,7 @@ class ServedFollower:
         wait_s: float = 30.0,
         heartbeat_s: float = 10.0,
         loaded: Callable[[], set[str]] | None = None,
+        trust: Trust | None = None,
     ) -> None:
         self.client = client
         self.table = table
@@ -76,6 +83,7 @@ class ServedFollower:
         self.channel = channel
         self.check_s, self.wait_s, self.heartbeat_s = check_s, wait_s, heartbeat_s
         self.loaded = loaded  # the names vLLM holds now (None: all in the table)
+        self.trust = trust or Trust(client, None)
         self.last_check: float | None = None
         self.stale = False
         self._lock = threading.Lock()  # one check at a time
@@ -138,16 +146,19 @@ class ServedFollower:
             if self.last_check else "never"
         )  # fmt: skip
         serves = ", ".join(f"{n} -> {b.version}" for n, b in sorted(served.items())) or "nothing"
+        refused = "".join(f"; refused: {why}" for _, why in sorted(self.trust.refusals().items()))
+        frozen = self.trust.frozen()
+        refused += f"; stale: {frozen}" if frozen else ""
         audit = {
             "ok": True,
             "adapters": {n: b.manifest_root for n, b in served.items()},
             "detail": f"vLLM server with the WeAct registry plugin; serves {serves}; "
-            f"last check {last}"[:4096],
+            f"last check {last}{refused}"[:4096],
         }
         try:
             return dict(self.client().heartbeat(
                 self.node_id, channel=channel, revision=max(revisions, default=None),
-                audit=audit, status={"stale": self.stale},
+                audit=audit, status={"stale": self.stale or bool(frozen)},
             ))  # fmt: skip
         except RegistryError as exc:
             self._contact_failed(f"heartbeat of {self.node_id}", exc)
@@ -189,5 +200,12 @@ class ServedFollower:
             # the resolver's reads must not go back behind what the long-poll answered
             self.client().seen.saw(channel, after)
             logger.info("channel %r moved to revision %d", channel, after)
-            heads = heads_of(newer, self.table.snapshot().values())
+            try:  # with a root: the revision if signed, else the last verified one
+                verified = await asyncio.to_thread(self.trust.revision, newer)
+            except (UntrustedError, RegistryError) as exc:
+                self._contact_failed(f"verifying revision {after} of channel {channel!r}", exc)
+                continue
+            heads = heads_of(verified, self.table.snapshot().values())
             await asyncio.to_thread(self.check, heads)
+            if verified is not newer:
+                await asyncio.to_thread(self.heartbeat)  # says it refused the revision

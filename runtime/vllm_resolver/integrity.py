@@ -14,6 +14,11 @@ On a mismatch: logged, the copy deleted, an `integrity.refused` event reported t
 registry (`POST /v1/nodes/{id}/events`), the version pulled again (verified), and the load
 retried once from the fresh copy; a second mismatch (or a version no longer servable)
 fails the load, so the tampered bytes never answer.
+
+With a root of trust (`WEACT_ROOT`, `trust.Trust`) the registry's root for a version counts
+only once the root's keys are found to have signed the version (checked on first use in
+this process), and a copy is pulled again from that signed record, never from a record the
+registry serves later.
 """
 
 from __future__ import annotations
@@ -25,12 +30,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from registry.client import Adapter, RegistryClient
-from registry.errors import RegistryError
+from registry.errors import RegistryError, UntrustedError
 from runtime.sync import pull_entry
 from runtime.vllm_resolver.log import get_logger
 from runtime.vllm_resolver.names import VersionName, parse_name
 from runtime.vllm_resolver.policy import CandidateMode, refusal
 from runtime.vllm_resolver.source import entry_of, find_version
+from runtime.vllm_resolver.trust import Trust
 
 logger = get_logger(__name__)
 T = TypeVar("T")
@@ -50,11 +56,13 @@ class LoadVerifier:
         library_dir: Path,
         node_id: str,
         mode: CandidateMode = "no",
+        trust: Trust | None = None,
     ) -> None:
         self.client = client  # one per process
         self.library_dir = Path(library_dir)
         self.node_id = node_id
         self.mode = mode
+        self.trust = trust or Trust(client, None)
         self._adapters: dict[str, Adapter] = {}  # version -> record; roots never change
         self._lock = threading.Lock()
 
@@ -63,9 +71,12 @@ class LoadVerifier:
             if version not in self._adapters:
                 parsed = parse_name(version)
                 assert isinstance(parsed, VersionName)
-                self._adapters[version] = find_version(
-                    self.client(), parsed.capability, parsed.version
-                )
+                record = find_version(self.client(), parsed.capability, parsed.version)
+                try:
+                    self.trust.version(record)  # with a root: signed, or refused
+                except UntrustedError as exc:
+                    raise IntegrityRefused(str(exc)) from exc
+                self._adapters[version] = record
             return self._adapters[version]
 
     def check(self, version: str, tensors: Mapping[str, Any]) -> str:
@@ -138,7 +149,8 @@ class LoadVerifier:
             raise IntegrityRefused(f"{version}: cannot pull it again: {exc}") from exc
         if why := refusal(version, fresh["state"], self.mode):
             raise IntegrityRefused(f"{version}: not pulled again: {why}")
-        pull_entry(self.client(), entry_of(fresh), self.library_dir)
+        signed = self.trust.root is not None  # then only the record whose signature passed
+        pull_entry(self.client(), entry_of(record if signed else fresh), self.library_dir)
 
 
 def install(verifier: LoadVerifier) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from registry.errors import RegistryError
+from registry.trust import TrustRoot
 from runtime.vllm_resolver.policy import CandidateMode
 
 TRUE = frozenset({"1", "true", "yes", "on"})
@@ -34,11 +36,30 @@ class PluginSettings(BaseSettings):
     check_s: float = Field(default=1.0, gt=0)  # state check of versions served by name
     wait_s: float = Field(default=30.0, gt=0)  # long-poll of the channels served
     heartbeat_s: float = Field(default=10.0, gt=0)
-    # the channel a heartbeat names when the server serves no channel name (or several)
+    # the channel a heartbeat names when the server serves no channel name (or several);
+    # with a root, the one channel served, whose approvers every version must carry
     channel: str = "prod"
+    # the root of trust (`root.json`, what nodes take as `--root`): serve only what its keys
+    # signed (`trust.py`); `WEACT_ROOT` when the plugin's own is unset; none: as the registry says
+    root: Path | None = Field(
+        default=None, validation_alias=AliasChoices("WEACT_VLLM_ROOT", "WEACT_ROOT")
+    )
 
     def token(self) -> str | None:
         return self.registry_token.get_secret_value() if self.registry_token else None
+
+    def trust_root(self) -> TrustRoot | None:
+        """The root of trust, verified (its admin threshold signed it, not expired); a clear
+        `SystemExit` when it is set but unusable: the server must not start trusting all."""
+        if self.root is None:
+            return None
+        try:
+            return TrustRoot.load(self.root)
+        except (RegistryError, OSError) as exc:
+            raise SystemExit(
+                f"weact registry plugin: refusing to start: root of trust {self.root} "
+                f"(WEACT_ROOT): {exc}"
+            ) from exc
 
 
 def api_key_refusal(environ: Mapping[str, str], argv: Sequence[str]) -> str | None:

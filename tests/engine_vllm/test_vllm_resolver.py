@@ -5,8 +5,11 @@ A real `weact serve` (SQLite, local blobs) holds SmolLM2 as backbone, plan@1, wr
 approved). A real `python -m vllm.entrypoints.openai.api_server` with runtime LoRA updating,
 `--api-key`, one LoRA slot and one CPU LoRA slot (so any other adapter evicts the one
 before) and only this project's resolver plugin is driven through the official `openai`
-client. One server start serves every check but the last two (a start refused in seconds,
-and a second server in evaluation mode); they run in file order.
+client. The server has a root of trust (`WEACT_ROOT`): every adapter above is signed by a
+publisher key and an approver key it names, and an insider's adapter (signed by keys of
+their own, approved and promoted through the API) is refused. One server start serves every
+check but the last two (a start refused in seconds, and a second server in evaluation mode,
+without a root); they run in file order.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from vllm_support import build_adapters, wait_healthy
 
 from registry.client import RegistryClient
 from registry.launcher import EmbeddedRegistry, embedded_registry, free_port, weact_command
+from registry.trust import TrustRoot, create_key, load_public_key, load_signer
 from storage.manifest import manifest_of_file, manifest_of_path
 
 pytestmark = pytest.mark.vllm
@@ -51,7 +55,23 @@ class World:
     adapters: dict[str, dict[str, Any]]
     backbone: Path
     workdir: Path
+    keys: Path  # admin, publisher, approver (named by root.json), mallory (not)
     timings: dict[str, float] = field(default_factory=dict)
+
+    def signer(self, name: str) -> Any:
+        return load_signer(self.keys / f"{name}.key")
+
+
+def make_keys(keys: Path) -> Path:
+    """Keys and a root of trust: publisher for every capability, one approver for prod."""
+    public = {n: load_public_key(create_key(keys, n)[1]) for n in ("admin", "publisher",
+              "approver", "mallory")}  # fmt: skip
+    root = TrustRoot.create([public["admin"]], threshold=1)
+    root.add_key("publish:*", public["publisher"])
+    root.add_key("approve:prod", public["approver"])
+    root.sign(load_signer(keys / "admin.key"))
+    root.save(keys / "root.json")
+    return keys
 
 
 @dataclass
@@ -100,6 +120,8 @@ def world(
 ) -> Iterator[World]:
     workdir = tmp_path_factory.mktemp("resolver")
     candidate = build_adapters(smollm2, workdir / "candidate", {"write@3": 4})["write@3"]
+    keys = make_keys(workdir / "keys")
+    publisher, approver = (load_signer(keys / f"{n}.key") for n in ("publisher", "approver"))
     with embedded_registry(workdir) as registry:
         admin = RegistryClient(registry.url, registry.bootstrap_token("a", "admin"))
         token = {
@@ -114,13 +136,15 @@ def world(
         adapters = {}
         for version, path in [*adapter_dir.items(), ("write@3", candidate)]:
             pushed = alice.push_adapter(
-                path, capability=version.split("@")[0], backbone=root["root"]
+                path, capability=version.split("@")[0], backbone=root["root"], signer=publisher
             )
             assert pushed["name"] == version
+            if version != "write@3":
+                bob.sign_approval(pushed["id"], approver)
             adapters[version] = pushed if version == "write@3" else bob.approve(pushed["id"])
         ids = {"plan": adapters["plan@1"]["id"], "write": adapters["write@1"]["id"]}
         bob.promote("prod", ids, backbone=root["root"], order=["plan", "write"], create=True)
-        world = World(registry, admin, bob, token["node"], adapters, smollm2, workdir)
+        world = World(registry, admin, bob, token["node"], adapters, smollm2, workdir, keys)
         yield world
         print("\nmeasured:", json.dumps(world.timings))  # noqa: T201 (the numbers the issue asks for)
         for client in (admin, alice, bob):
@@ -178,7 +202,7 @@ def start_server(world: World, name: str, **extra: str) -> Server:
 
 @pytest.fixture(scope="module")
 def server(world: World) -> Iterator[Server]:
-    started = start_server(world, "default")
+    started = start_server(world, "default", WEACT_ROOT=str(world.keys / "root.json"))
     yield started
     started.stop()
 
@@ -309,6 +333,44 @@ def test_the_server_is_listed_as_a_node(world: World, server: Server) -> None:
     assert "write@1" not in node["audit"]["adapters"]  # revoked: no longer served
     assert "last check" in node["audit"]["detail"]
     assert node["stale"] is False
+
+
+def test_with_a_root_an_insiders_adapter_is_refused_and_the_signed_one_served(
+    world: World, server: Server
+) -> None:
+    """The insider holds only the admin token: new principals, keys of their own."""
+    plan, write2 = world.adapters["plan@1"], world.adapters["write@2"]
+    backbone, order = plan["backbone"], ["plan", "write"]
+    ids = {"plan": plan["id"], "write": write2["id"]}
+    world.approver.promote("prod", ids, backbone=backbone, order=order)
+    until(lambda: server.complete("prod/write", max_tokens=1).model == "write@2", every=0.05)
+    minted = {r: world.admin.create_token(name=f"mallory-{r}", role=r)["token"]
+              for r in ("publisher", "approver")}  # fmt: skip
+    path = build_adapters(world.backbone, world.workdir / "evil", {"write@4": 5})["write@4"]
+    with (
+        RegistryClient(world.registry.url, minted["publisher"]) as pub,
+        RegistryClient(world.registry.url, minted["approver"]) as app,
+    ):
+        evil = pub.push_adapter(path, capability="write", backbone=backbone,
+                                signer=world.signer("mallory"))  # fmt: skip
+        app.sign_approval(evil["id"], world.signer("mallory"))
+        app.approve(evil["id"])
+        start = time.monotonic()
+        app.promote("prod", {**ids, "write": evil["id"]}, backbone=backbone, order=order)
+
+    def said() -> str:
+        return str({n["id"]: n for n in world.admin.list_nodes()}[NODE_ID]["audit"]["detail"])
+
+    until(lambda: "refused" in said(), timeout=10)
+    world.timings["insider-promote-to-refused s"] = time.monotonic() - start
+    assert "not trusted" in said()
+    assert "0 of 1 publish signature(s)" in said()
+    assert refused(server, evil["name"])
+    assert server.tokens("prod/write")[0] == "write@2"  # the last verified revision serves
+    assert not (server.library / evil["name"]).exists()
+    log = server.log.read_text()
+    assert f"refusing LoRA '{evil['name']}' from the registry" in log
+    assert "still serving revision" in log
 
 
 def test_runtime_updating_without_an_api_key_refuses_to_start(world: World) -> None:
