@@ -62,6 +62,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy storage registry runtime trainers cli clikit evals tasks
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site  # a broken link fails
+	bash .ci/actionlint docs/ci/weact-gate.yml  # the CI recipe (actionlint; see the script)
 
 # The paper's comparison and the continual story on CPU with SmolLM2-135M (see
 # evals/reproduce/): reports/reproduce.md and reports/reproduce.png. Trained adapters are

@@ -7,9 +7,16 @@ from typing import Annotated
 
 from fastapi import Path
 
-from registry.names import NAME_RE, NODE_ID_RE
+from registry.names import NAME_RE, NODE_ID_MAX, NODE_ID_PATTERN
 
 Sha256 = Annotated[str, Path(pattern="^[0-9a-f]{64}$", description="A sha256 digest (hex).")]
 ChannelName = Annotated[str, Path(pattern=NAME_RE.pattern, description="A channel name.")]
 CapabilityName = Annotated[str, Path(pattern=NAME_RE.pattern, description="A capability.")]
-NodeId = Annotated[str, Path(pattern=NODE_ID_RE.pattern, description="A runtime node's id.")]
+NodeId = Annotated[
+    str,
+    Path(
+        max_length=NODE_ID_MAX,
+        pattern=NODE_ID_PATTERN,
+        description="A runtime node's id.",
+    ),
+]

@@ -5,37 +5,27 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
+from registry.api.schema_types import (
+    DTYPES,
+    TENSOR_NAME,
+    JsonObject,
+    NameStr,
+    NodeIdStr,
+    Sha256Str,
+    Tags,
+    node_id_for_node_tokens,
+)
+from registry.api.schema_types import (
+    In as In,  # re-exported: the request base class
+)
 from registry.domain import AdapterState, NodeStatus, Role
 
 MAX_DB_INT = 2**31 - 1
 DbInt = Annotated[int, Field(ge=0, le=MAX_DB_INT)]
 DbId = Annotated[int, Field(ge=1, le=MAX_DB_INT)]
 Score = Annotated[float, Field(allow_inf_nan=False)]
-
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
-
-
-class In(BaseModel):
-    """Request bodies: unknown fields and NUL characters are refused."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_nul(cls, data: Any) -> Any:
-        if _has_nul(data):
-            raise ValueError("strings must not contain NUL characters")
-        return data
 
 
 class Out(BaseModel):
@@ -66,6 +56,8 @@ class Health(Out):
 
 
 class TokenCreate(In):
+    model_config = ConfigDict(json_schema_extra=node_id_for_node_tokens)
+
     name: str = Field(min_length=1, max_length=128, description="The token's label.")
     role: Role
     principal: str | None = Field(
@@ -75,9 +67,8 @@ class TokenCreate(In):
         description="The identity the token acts as (default: `name`); all tokens of one "
         "principal are one person for the self-approval rule.",
     )
-    node_id: str | None = Field(
+    node_id: NodeIdStr | None = Field(
         default=None,
-        max_length=128,
         description="Node tokens only: the one node id this token may report as "
         "(default: the first one it reports as).",
     )
@@ -105,15 +96,15 @@ class BlobPublic(Documented):
 
 
 class TensorIn(In):
-    name: str = Field(max_length=1024)
-    dtype: str = Field(max_length=16)
+    name: str = Field(max_length=1024, json_schema_extra={"pattern": TENSOR_NAME})
+    dtype: str = Field(max_length=16, json_schema_extra=DTYPES)
     shape: list[DbInt]
-    digest: str = Field(max_length=64)
+    digest: Sha256Str
 
 
 class ManifestIn(In):
-    root: str | None = None
-    tensors: list[TensorIn]
+    root: Sha256Str | None = None
+    tensors: list[TensorIn] = Field(json_schema_extra={"minItems": 1})
 
 
 class BackboneCreate(In):
@@ -132,7 +123,7 @@ class BackbonePublic(Out):
 
 
 class CapabilityCreate(In):
-    name: str = Field(max_length=64)
+    name: NameStr
     description: str = Field(default="", max_length=4096)
     order: DbInt | None = None
 
@@ -144,23 +135,23 @@ class CapabilityPublic(Out):
 
 
 class Provenance(In):
-    data_digests: list[str] = Field(default_factory=list)
-    capabilities: list[str] = Field(default_factory=list)
+    data_digests: list[Sha256Str] = Field(default_factory=list)
+    capabilities: list[NameStr] = Field(default_factory=list)
     replay: bool = False
-    trainer: dict[str, Any] = Field(default_factory=dict)
+    trainer: JsonObject = Field(default_factory=dict)
     seed: int | None = None
     code_version: str | None = Field(default=None, max_length=256)
 
 
 class AdapterCreate(In):
-    capability: str = Field(max_length=64)
+    capability: NameStr
     backbone: str = Field(max_length=64)
     parent_id: DbId | None = None
     label: str | None = Field(default=None, max_length=128)
-    files: dict[str, str]  # PEFT config and weights; README.md and training.json optional
+    files: dict[str, Sha256Str]  # PEFT config and weights; README.md and training.json optional
     provenance: Provenance = Field(default_factory=Provenance)
-    tags: dict[str, str] = Field(default_factory=dict, description="key=value tags.")
-    signature: dict[str, Any] | None = Field(default=None, description="Publisher's DSSE.")
+    tags: Tags = Field(default_factory=dict, description="key=value tags.")
+    signature: JsonObject | None = Field(default=None, description="Publisher's DSSE.")
 
 
 class AdapterPublic(Out):
@@ -202,8 +193,8 @@ class Decision(In):
 class BenchmarkCreate(In):
     name: str = Field(min_length=1, max_length=128)
     version: DbId
-    dataset_digest: str = Field(max_length=64)
-    scope: str = Field(max_length=64)
+    dataset_digest: Sha256Str
+    scope: NameStr
     metric: str = Field(min_length=1, max_length=64)
     direction: Literal["higher", "lower"]
     tolerance: float = Field(ge=0, allow_inf_nan=False)
@@ -226,22 +217,22 @@ MAX_ITEMS = 100_000
 class EvaluationProvenance(In):
     """Where the scores come from; `dataset_digest` must be the benchmark's."""
 
-    dataset_digest: str | None = Field(default=None, max_length=64)
+    dataset_digest: Sha256Str | None = None
     engine: str | None = Field(default=None, max_length=256)
     policy: str | None = Field(default=None, max_length=256)
     code_version: str | None = Field(default=None, max_length=256)
     library: dict[str, str] | None = Field(default=None, max_length=64)  # capability -> name
-    extra: dict[str, Any] | None = Field(default=None, max_length=64)
+    extra: JsonObject | None = Field(default=None, max_length=64)
 
 
 class EvaluationCreate(In):
     benchmark: str = Field(max_length=128)
     benchmark_version: DbId
-    library_digest: str | None = Field(default=None, max_length=64)
+    library_digest: Sha256Str | None = None
     adapter_id: DbId | None = None
     score: Score
     n: DbId
-    items_digest: str | None = Field(default=None, max_length=64)
+    items_digest: Sha256Str | None = None
     items: dict[ItemId, Score] | None = Field(default=None, max_length=MAX_ITEMS)
     provenance: EvaluationProvenance | None = None
 
@@ -341,7 +332,7 @@ class AuditIn(In):
 
 
 class HeartbeatIn(In):
-    channel: str = Field(max_length=64)
+    channel: NameStr
     revision: DbInt | None = None
     audit: AuditIn
     library_digest: str | None = Field(default=None, pattern="^[0-9a-f]{64}$")

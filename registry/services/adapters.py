@@ -10,6 +10,7 @@ backbone: registering them again is a 409 `conflict` whose detail names the vers
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -311,6 +312,16 @@ def register_adapter(
     verified = verify_adapter(database=database, store=store, draft=draft, limits=limits)
     with database.write() as session:
         return record_adapter(session=session, store=store, actor=actor, verified=verified)
+
+
+def backbone_of_adapters(session: Session, ids: Iterable[int | None]) -> SqlBackbone | None:
+    """The one backbone of these adapter versions (ids; None skipped), None for none; 404 for
+    an unknown id, 422 ``incompatible_adapter`` when they are on several backbones."""
+    rows = [find_adapter_row(session, i) for i in ids if i is not None]
+    backbones = {row.backbone_id: row.backbone for row in rows}
+    if len(backbones) > 1:
+        raise IncompatibleAdapterError(f"the adapters are on {len(backbones)} backbones")
+    return next(iter(backbones.values()), None)
 
 
 def find_adapter_row(session: Session, adapter_id: int) -> SqlAdapterVersion:

@@ -20,6 +20,7 @@ from storage import BlobStore, Manifest, ManifestError, StorageError
 
 _MANIFEST_CACHE: dict[str, Manifest] = {}
 _CACHE_SIZE = 64
+MAX_PARAMS = 2**63 - 1  # what a BIGINT holds
 
 
 def parse_manifest(obj: Any) -> Manifest:
@@ -45,6 +46,8 @@ def prepare_backbone(*, store: BlobStore, name: str, manifest: Any) -> PreparedB
     parsed = parse_manifest(manifest)
     if len(parsed) == 0:
         raise InvalidError("a backbone manifest needs at least one tensor")
+    if parsed.param_count > MAX_PARAMS:
+        raise InvalidError(f"a backbone manifest of over {MAX_PARAMS} parameters")
     digest = store.put([canonical_json(parsed.to_json()).encode("utf-8")])
     return PreparedBackbone(name=name, manifest=parsed, digest=digest)
 

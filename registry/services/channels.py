@@ -38,6 +38,7 @@ from registry.errors import (
     RevisionConflictError,
 )
 from registry.names import check_name
+from registry.services.adapters import backbone_of_adapters
 from registry.services.backbones import find_backbone_row
 from registry.services.capabilities import find_capability_row
 from registry.services.gate_evidence import evaluate_gate
@@ -111,23 +112,20 @@ def _promotable(session: Session, cap: str, adapter_id: int, backbone: SqlBackbo
     return library_entry(row)
 
 
-def _backbone_of_adapters(session: Session, adapters: dict[str, int | None]) -> SqlBackbone:
-    ids = [i for i in adapters.values() if i is not None]
-    rows = [session.get(SqlAdapterVersion, i) for i in ids]
-    backbones = {row.backbone_id: row.backbone for row in rows if row is not None}
-    if len(backbones) != 1:
-        raise InvalidError("backbone is required when the channel does not exist yet")
-    return next(iter(backbones.values()))
-
-
 def _resolve_backbone(
-    session: Session, channel: SqlChannel | None, key: str | None, adapters: dict[str, int | None]
+    session: Session, channel: SqlChannel | None, request: PromoteRequest
 ) -> SqlBackbone:
     """The channel's backbone; a new channel takes the given one, or its adapters' one."""
+    key = request.backbone
     if channel is None:
-        if key is None:
-            return _backbone_of_adapters(session, adapters)
-        return find_backbone_row(session, key)
+        if key is not None:
+            return find_backbone_row(session, key)
+        backbone = backbone_of_adapters(session, request.adapters.values())
+        if backbone is None:  # nothing to create it from: the channel is still not there
+            raise NotFoundError(
+                f"channel {request.channel!r} does not exist yet: name its backbone"
+            )
+        return backbone
     if key is not None and find_backbone_row(session, key).id != channel.backbone_id:
         raise IncompatibleAdapterError(
             f"channel {channel.name!r} serves backbone {channel.backbone.root}, not {key}"
@@ -150,7 +148,7 @@ def _plan(session: Session, request: PromoteRequest) -> _Plan:
             f"channel {request.channel!r} does not exist (create it explicitly: create=true, "
             "`weact promote --create`)"
         )
-    backbone = _resolve_backbone(session, channel, request.backbone, request.adapters)
+    backbone = _resolve_backbone(session, channel, request)
     current = head_row(session, channel)
     number = current.revision if current is not None else 0
     _check_expected(request.channel, number, request.expected_revision)

@@ -273,7 +273,7 @@ def rebind_node(*, session: Session, node_id: str, token_id: int, actor: str) ->
     if row is None or row.revoked_at is not None:
         raise NotFoundError(f"token {token_id} not found (or revoked)")
     if row.role != Role.NODE.value:
-        raise InvalidError(f"token {token_id} is a {row.role} token; only node tokens are bound")
+        raise ConflictError(f"token {token_id} is a {row.role} token; only node tokens are bound")
     if row.node_id not in (None, node_id):
         raise ConflictError(f"token {token_id} is bound to node {row.node_id!r} already")
     previous = _owner(session, node_id)

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from registry.api.deps import Approver, Publisher, Reader, StateDep
 from registry.api.responses import READ, errors
+from registry.api.schema_types import TagFilter, TagKey, Tags
 from registry.api.schemas import (
     MAX_DB_INT,
     AdapterCreate,
@@ -28,8 +29,8 @@ AdapterId = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
 
 
 class TagUpdate(In):
-    set: dict[str, str] = Field(default_factory=dict, description="Tags to set (key=value).")
-    remove: list[str] = Field(default_factory=list, max_length=64, description="Keys to drop.")
+    set: Tags = Field(default_factory=dict, description="Tags to set (key=value).")
+    remove: list[TagKey] = Field(default_factory=list, max_length=64, description="Keys to drop.")
 
 
 @router.post(
@@ -70,7 +71,8 @@ def get_adapters(
     limit: Annotated[int, Query(ge=1, le=adapters.MAX_PAGE)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_DB_INT)] = 0,
     tag: Annotated[
-        list[str] | None, Query(max_length=64, description="KEY=VALUE; repeat: all must match.")
+        list[TagFilter] | None,
+        Query(max_length=64, description="KEY=VALUE; repeat: all must match."),
     ] = None,
     label: Annotated[str | None, Query(max_length=128)] = None,
     parent: Annotated[int | None, Query(ge=1, le=MAX_DB_INT, description="Parent id.")] = None,

@@ -113,18 +113,18 @@ async def get_channel(
     wait: Annotated[float, Query(ge=0, le=3600)] = 0.0,
     if_none_match: Annotated[str | None, Header()] = None,
     x_weact_min_revision: Annotated[
-        int | None,
+        int,
         Header(
             ge=0,
             le=MAX_DB_INT,
             description="The highest revision of this channel the client has seen: the "
             "answer is never older (served from memory only when it is current enough).",
         ),
-    ] = None,
+    ] = 0,
 ) -> Response:
     check_name("channel", name)
     if after is None:  # an ETag the client holds names a revision it has seen, too
-        seen = max(x_weact_min_revision or 0, revisions_named(name, if_none_match))
+        seen = max(x_weact_min_revision, revisions_named(name, if_none_match))
         return _head_response(await _head(state, name, seen), if_none_match)
     head = await _long_poll(state, name, after, wait)
     if head is None:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path
 
 from registry.api.deps import Reader, StateDep
 from registry.api.responses import READ, errors
+from registry.api.schema_types import JsonObject
 from registry.api.schemas import MAX_DB_INT, In, Out
 from registry.services import signatures
 
@@ -18,7 +19,7 @@ AdapterId = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
 
 
 class SignatureCreate(In):
-    envelope: dict[str, Any]  # a DSSE envelope of the adapter's in-toto statement
+    envelope: JsonObject  # a DSSE envelope of the adapter's in-toto statement
 
 
 class SignatureAdded(Out):
