@@ -164,6 +164,17 @@ def wrap_model(world: World, model: Any, params: Sequence[Any]) -> Any:
     )
 
 
+def gathered(world: World, value: T) -> list[T]:
+    """`value` of every rank, in rank order."""
+    if world.size == 1:
+        return [value]
+    import torch.distributed as dist
+
+    out: list[Any] = [None] * world.size
+    dist.all_gather_object(out, value)
+    return out
+
+
 def global_sum(world: World, value: Any) -> Any:
     """The sum of a scalar tensor over every rank."""
     if world.size == 1:

@@ -26,7 +26,7 @@ from typing import Any
 
 from storage.manifest import manifest_of_path
 from trainers.adapter_dir import adapter_dir, check_empty
-from trainers.distributed import SINGLE, World, global_sum, on_main, session, wrap_model
+from trainers.distributed import SINGLE, World, gathered, global_sum, on_main, session, wrap_model
 from trainers.errors import AdapterSpecError, NoSamplesError, RootChangedError
 from trainers.loss import masked_nll
 from trainers.phases import PhaseSample
@@ -206,23 +206,25 @@ def run_steps(
     lr: float,
     on_step: StepCallback | None,
     world: World = SINGLE,
-) -> list[float]:
-    """One AdamW step per batch; the losses are each batch's mean (over every rank)."""
+) -> tuple[list[float], list[int]]:
+    """One AdamW step per batch: each batch's mean loss (over every rank), and the number
+    of samples each rank trained on."""
     import torch
 
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     model = wrap_model(world, peft_model, params)
     peft_model.train()
-    losses = []
+    losses, seen = [], 0
     for step, batch in enumerate(steps, start=1):
         total = global_sum(world, _backward(model, batch, world))
+        seen += len(world.shard(batch))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(float(total) / len(batch))
         if on_step is not None and world.main:
             on_step(step, len(steps), losses[-1])
     peft_model.eval()
-    return losses
+    return losses, gathered(world, seen)
 
 
 def file_roots(backbone: str | os.PathLike[str], frozen: Mapping[str, Path]) -> dict[str, Any]:
@@ -300,7 +302,7 @@ def train_lora(
         peft_model.to(world.device)
         params = freeze_all_but(peft_model, adapter)
         steps = batches(samples, settings, sequential)
-        losses = run_steps(peft_model, params, steps, settings.lr, on_step, world)
+        losses, per_rank = run_steps(peft_model, params, steps, settings.lr, on_step, world)
         covered = sorted({s.capability for s in samples if s.n_supervised})
         meta = {
             **dict(record or {}),
@@ -316,7 +318,7 @@ def train_lora(
             "losses": losses,
             "sequential": list(sequential or []),
             "init": str(init) if init else None,
-            "distributed": world.record(),
+            "distributed": world.record() | {"samples_per_rank": per_rank},
         }
 
         def finish() -> Path:
