@@ -154,3 +154,29 @@ def test_two_processes_under_torchrun_train_the_single_process_adapter(
     assert len(versions) == 1
     assert versions[0]["manifest_root"] == manifest_of_path(tmp_path / "two").root
     assert versions[0]["provenance"]["trainer"]["distributed"] == trained[1]["distributed"]
+
+
+@pytest.mark.slow  # another torchrun job: 14 s on a loaded 2-core machine
+def test_rank_0_refusing_the_output_stops_every_rank_and_writes_nothing(
+    tmp_path, tiny_backbone
+) -> None:
+    data = write_trajectories(tmp_path / "t.jsonl", short(generate(1, seed=4)))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep").write_text("mine")
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    }
+    launch = [str(TORCHRUN), "--standalone", "--nproc_per_node=2", str(WEACT), "train"]
+    args = ["--shared", "--data", str(data), "--backbone", str(tiny_backbone), "--out", str(out)]
+    done = subprocess.run(
+        [*launch, *args],
+        env=env | {"OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode != 0
+    assert f"output directory {out} exists and is not empty" in done.stderr
+    # Rank 1 says "rank 0 failed: OutputExistsError ..." unless torchrun stops it first.
+    assert [p.name for p in out.iterdir()] == ["keep"]
