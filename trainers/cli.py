@@ -1,7 +1,7 @@
 """`weact train`, `weact merge`, `weact eval`: the trainers' commands (mounted lazily).
 
 weact train --capability C --data FILE --backbone PATH --out DIR [--adapter NAME=DIR ...]
-            [--rank --alpha --targets --lr --epochs --seed] [--init DIR]
+            [--rank --alpha --targets --lr --epochs --batch --seed] [--init DIR]
             [--publish [--registry URL] --token T [--parent ID] [--label L] [--allow-replay]]
 weact train --shared [--sequential] --data FILE --backbone PATH --out DIR   (baseline)
 weact train inspect FILE --backbone PATH [--capability C] [--json]
@@ -13,8 +13,11 @@ weact eval nll ...                            (trainers/eval_cli.py)
 The registry is `--registry`, else `$WEACT_URL`, as for every `weact` command
 (`clikit.options`). With `--publish` it is asked for the capability (and the parent)
 before training starts, so a registry that does not answer, or a capability it does not
-know, costs no training. Failures are one line on stderr (`clikit.errors`); progress goes to stderr
-(`clikit.progress`), passed to the library code as its callbacks.
+know, costs no training. Under `torchrun` or `accelerate launch` the same command trains
+data-parallel (`trainers.distributed`): rank 0 alone checks the registry, writes `--out`,
+prints and publishes; the other ranks exit 0 silently once it has saved. Failures are one
+line on stderr (`clikit.errors`); progress goes to stderr (`clikit.progress`), passed to the
+library code as its callbacks.
 """
 
 from __future__ import annotations
@@ -162,6 +165,11 @@ def _check_publishable(capability: str, opts: dict[str, Any]) -> None:
 @click.option("--targets", default="q_proj,k_proj,v_proj,o_proj", show_default=True)
 @click.option("--lr", default=1e-3, show_default=True)
 @click.option("--epochs", default=1, show_default=True)
+@click.option(
+    "--batch",
+    type=int,
+    help="Samples per optimizer step, over every process  [default: one per process]",
+)
 @click.option("--seed", default=0, show_default=True)
 @click.option(
     "--dtype",
@@ -180,9 +188,12 @@ def train(ctx: click.Context, /, **opts: Any) -> None:
     """Phase-wise LoRA training of one capability (or a baseline), then optionally publish."""
     if ctx.invoked_subcommand is not None:
         return
+    from trainers.distributed import detect
+
     _check_train_options(opts)
-    settings = _settings(opts)
-    if opts["do_publish"]:
+    world = detect()
+    settings = _settings(opts, world.size)
+    if opts["do_publish"] and world.main:
         _check_publishable(opts["capability"], opts)
     from trainers.training import SHARED, train_from_files
 
@@ -200,7 +211,10 @@ def train(ctx: click.Context, /, **opts: Any) -> None:
             init=opts["init"],
             sequential=opts["sequential"],
             on_step=on_step,
+            world=world,
         )
+    if not world.main:
+        return
     result, samples = trained_run.result, trained_run.samples
     adapter = _publish(result.out, cap or SHARED, opts) if opts["do_publish"] else None
     if opts["as_json"]:
@@ -215,9 +229,14 @@ def train(ctx: click.Context, /, **opts: Any) -> None:
         click.echo(f"published {adapter['name']} (id {adapter['id']}, state {adapter['state']})")
 
 
-def _settings(opts: dict[str, Any]) -> Any:
+def _settings(opts: dict[str, Any], world_size: int) -> Any:
     from trainers.lora import LoraSettings
 
+    batch = world_size if opts["batch"] is None else opts["batch"]
+    if 1 <= batch < world_size:
+        raise click.UsageError(
+            f"--batch {batch}: fewer samples per step than processes ({world_size})"
+        )
     try:
         return LoraSettings(
             rank=opts["rank"],
@@ -227,6 +246,7 @@ def _settings(opts: dict[str, Any]) -> Any:
             epochs=opts["epochs"],
             seed=opts["seed"],
             dtype=opts["dtype"],
+            batch=batch,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc

@@ -2,7 +2,10 @@
 
 Only the adapter being trained has trainable parameters; the backbone and every other
 adapter loaded in the process have `requires_grad=False` and never take part in the
-backward pass (only the trained adapter is active). Before anything is written, the manifest
+backward pass (only the trained adapter is active). Each optimizer step takes the mean loss
+of a batch of `settings.batch` samples (one by default); under torchrun or accelerate launch
+the batch is split across the ranks and DDP averages the gradients (`trainers.distributed`),
+and rank 0 alone verifies and writes the adapter. Before anything is written, the manifest
 roots of the backbone and of every other adapter are recomputed from memory and compared with
 the roots taken before training (the backbone's before PEFT wraps it, since
 `get_peft_model` mutates the model in place); any change raises `RootChangedError` and no
@@ -23,6 +26,7 @@ from typing import Any
 
 from storage.manifest import manifest_of_path
 from trainers.adapter_dir import adapter_dir, check_empty
+from trainers.distributed import SINGLE, World, gathered, global_sum, on_main, session, wrap_model
 from trainers.errors import AdapterSpecError, NoSamplesError, RootChangedError
 from trainers.loss import masked_nll
 from trainers.phases import PhaseSample
@@ -49,6 +53,9 @@ class LoraSettings:
     epochs: int = 1
     seed: int = 0
     dropout: float = 0.0
+    # Samples per optimizer step (the global batch, over every rank of a distributed job):
+    # the step's loss is the mean of the samples' per-token-mean losses.
+    batch: int = 1
     # The frozen backbone's dtype while training; the LoRA weights and their updates stay
     # fp32 (peft keeps adapter weights in fp32 on a bf16 base). Half the backbone's memory;
     # not faster on this project's CPUs at rank 8 on q/k/v/o (make reproduce: 2.4-5.2 s per
@@ -56,7 +63,7 @@ class LoraSettings:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        if self.rank < 1 or self.epochs < 1 or self.lr <= 0 or not self.targets:
+        if self.rank < 1 or self.epochs < 1 or self.batch < 1 or self.lr <= 0 or not self.targets:
             raise ValueError(f"bad LoRA settings: {self}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
@@ -134,46 +141,90 @@ def freeze_all_but(peft_model: Any, trained: str) -> list[Any]:
     return params
 
 
-def schedule(
+def _groups(
     samples: Sequence[PhaseSample], epochs: int, seed: int, sequential: Sequence[str] | None
-) -> list[PhaseSample]:
-    """Shuffled per epoch; `sequential` trains one capability's samples after another."""
+) -> list[list[PhaseSample]]:
     rng = random.Random(seed)
     groups = [list(samples)]
     if sequential:
         groups = [[s for s in samples if s.capability == cap] for cap in sequential]
-    order: list[PhaseSample] = []
+    orders: list[list[PhaseSample]] = []
     for group in groups:
+        order: list[PhaseSample] = []
         for _ in range(epochs):
             epoch = list(group)
             rng.shuffle(epoch)
             order += epoch
-    return order
+        orders.append(order)
+    return orders
+
+
+def schedule(
+    samples: Sequence[PhaseSample], epochs: int, seed: int, sequential: Sequence[str] | None
+) -> list[PhaseSample]:
+    """Shuffled per epoch; `sequential` trains one capability's samples after another."""
+    return [s for order in _groups(samples, epochs, seed, sequential) for s in order]
+
+
+def batches(
+    samples: Sequence[PhaseSample],
+    settings: LoraSettings,
+    sequential: Sequence[str] | None = None,
+) -> list[list[PhaseSample]]:
+    """`schedule`'s order in steps of `settings.batch` samples; with `sequential`, no step
+    mixes two capabilities (each capability's last step may be short)."""
+    size = settings.batch
+    orders = _groups(samples, settings.epochs, settings.seed, sequential)
+    return [order[i : i + size] for order in orders for i in range(0, len(order), size)]
+
+
+def _backward(model: Any, batch: Sequence[PhaseSample], world: World) -> Any:
+    """Backward of this rank's share of `batch`, weighted so that DDP's average over the
+    ranks is the batch's mean loss; DDP syncs once, on the last backward. A rank without a
+    sample in a short batch still joins the sync, with a zero-weighted sample. Returns the
+    sum of the share's per-sample losses."""
+    from contextlib import nullcontext
+
+    share = world.shard(batch)
+    weight = world.size / len(batch) if share else 0.0
+    total = None
+    for i, sample in enumerate(share or batch[:1]):
+        last = i == max(len(share), 1) - 1
+        with nullcontext() if last or world.size == 1 else model.no_sync():
+            nll, count = masked_nll(model, sample)
+            loss = nll / max(count, 1)
+            (loss * weight).backward()
+        if share:
+            total = loss.detach() if total is None else total + loss.detach()
+    return total if total is not None else loss.detach() * 0.0
 
 
 def run_steps(
     peft_model: Any,
     params: list[Any],
-    order: Sequence[PhaseSample],
+    steps: Sequence[Sequence[PhaseSample]],
     lr: float,
     on_step: StepCallback | None,
-) -> list[float]:
+    world: World = SINGLE,
+) -> tuple[list[float], list[int]]:
+    """One AdamW step per batch: each batch's mean loss (over every rank), and the number
+    of samples each rank trained on."""
     import torch
 
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    model = wrap_model(world, peft_model, params)
     peft_model.train()
-    losses = []
-    for step, sample in enumerate(order, start=1):
-        nll, count = masked_nll(peft_model, sample)
-        loss = nll / max(count, 1)
-        loss.backward()
+    losses, seen = [], 0
+    for step, batch in enumerate(steps, start=1):
+        total = global_sum(world, _backward(model, batch, world))
+        seen += len(world.shard(batch))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        losses.append(float(loss.detach()))
-        if on_step is not None:
-            on_step(step, len(order), losses[-1])
+        losses.append(float(total) / len(batch))
+        if on_step is not None and world.main:
+            on_step(step, len(steps), losses[-1])
     peft_model.eval()
-    return losses
+    return losses, gathered(world, seen)
 
 
 def file_roots(backbone: str | os.PathLike[str], frozen: Mapping[str, Path]) -> dict[str, Any]:
@@ -199,7 +250,9 @@ def save_adapter(
     from trainers.roots import adapter_tensors
 
     with adapter_dir(out) as tmp:
-        tensors = {k: v.detach().contiguous() for k, v in adapter_tensors(peft_model, name).items()}
+        tensors = {
+            k: v.detach().cpu().contiguous() for k, v in adapter_tensors(peft_model, name).items()
+        }
         save_file(tensors, tmp / "adapter_model.safetensors", metadata={"format": "pt"})
         config = copy.deepcopy(peft_model.peft_config[name])
         config.inference_mode = True
@@ -222,51 +275,62 @@ def train_lora(
     on_step: StepCallback | None = None,
     before_verify: Hook | None = None,
     record: Mapping[str, Any] | None = None,
+    world: World = SINGLE,
 ) -> TrainResult:
     """Train adapter `adapter` on `samples`; verify frozen roots; save to `out`.
 
     `before_verify(peft_model)` runs between training and the root check (tests inject a
     change there). `sequential` (capability order) trains the groups one after another.
-    `record` (data files, say) is written into training.json with the rest.
+    `record` (data files, say) is written into training.json with the rest. In a
+    distributed `world` every rank trains its share; rank 0 alone checks `out`, hashes the
+    files, verifies the roots and saves, and the others wait for its outcome.
     """
     if not samples:
         raise NoSamplesError("no training samples (no phase of the capability in the data?)")
-    check_empty(out)
     frozen = dict(frozen or {})
-    check_frozen(frozen, adapter)
-    files = file_roots(backbone, frozen)  # what publishing re-checks on disk
-    model = load_backbone(backbone, settings.dtype)
-    before = {"backbone": root_of(backbone_tensors(model))}  # before PEFT mutates the model
-    peft_model = wrap(model, adapter, settings, init)
-    load_frozen(peft_model, frozen)
-    before |= {k: v for k, v in resident_roots(peft_model, list(frozen)).items() if k != "backbone"}
-    params = freeze_all_but(peft_model, adapter)
-    order = schedule(samples, settings.epochs, settings.seed, sequential)
-    losses = run_steps(peft_model, params, order, settings.lr, on_step)
-    if before_verify is not None:
-        before_verify(peft_model)
-    after = resident_roots(peft_model, list(frozen))
-    changed = changed_roots(before, after)
-    if changed:
-        raise RootChangedError(changed)
-    covered = sorted({s.capability for s in samples if s.n_supervised})
-    meta = {
-        **dict(record or {}),
-        "adapter": adapter,
-        "backbone_root": files["backbone"]["root"],
-        "files": files,
-        "settings": {**asdict(settings), "targets": list(settings.targets)},
-        "peft": _peft_summary(peft_model.peft_config[adapter]),
-        "roots": before,
-        "covered": covered,
-        "samples": len(samples),
-        "steps": len(order),
-        "losses": losses,
-        "sequential": list(sequential or []),
-        "init": str(init) if init else None,
-    }
-    path = save_adapter(peft_model, adapter, Path(out), os.fspath(backbone), meta)
+    with session(world):
+        on_main(world, lambda: check_empty(out))
+        check_frozen(frozen, adapter)
+        files = file_roots(backbone, frozen) if world.main else {}  # publishing re-checks them
+        model = load_backbone(backbone, settings.dtype)
+        before = {"backbone": root_of(backbone_tensors(model))} if world.main else {}
+        peft_model = wrap(model, adapter, settings, init)  # PEFT mutates the model in place
+        load_frozen(peft_model, frozen)
+        if world.main:
+            roots = resident_roots(peft_model, list(frozen))
+            before |= {k: v for k, v in roots.items() if k != "backbone"}
+        peft_model.to(world.device)
+        params = freeze_all_but(peft_model, adapter)
+        steps = batches(samples, settings, sequential)
+        losses, per_rank = run_steps(peft_model, params, steps, settings.lr, on_step, world)
+        covered = sorted({s.capability for s in samples if s.n_supervised})
+        meta = {
+            **dict(record or {}),
+            "adapter": adapter,
+            "backbone_root": files.get("backbone", {}).get("root"),
+            "files": files,
+            "settings": {**asdict(settings), "targets": list(settings.targets)},
+            "peft": _peft_summary(peft_model.peft_config[adapter]),
+            "roots": before,
+            "covered": covered,
+            "samples": len(samples),
+            "steps": len(steps),
+            "losses": losses,
+            "sequential": list(sequential or []),
+            "init": str(init) if init else None,
+            "distributed": world.record() | {"samples_per_rank": per_rank},
+        }
+
+        def finish() -> Path:
+            if before_verify is not None:
+                before_verify(peft_model)
+            changed = changed_roots(before, resident_roots(peft_model, list(frozen)))
+            if changed:
+                raise RootChangedError(changed)
+            return save_adapter(peft_model, adapter, Path(out), os.fspath(backbone), meta)
+
+        on_main(world, finish)
     logger.info(
         "trained %s on %d samples: loss %.4f -> %.4f", adapter, len(samples), losses[0], losses[-1]
     )
-    return TrainResult(adapter, path, losses, before, covered, settings)
+    return TrainResult(adapter, Path(out), losses, before, covered, settings)

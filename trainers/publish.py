@@ -2,7 +2,8 @@
 
 The adapter directory written by `trainers.lora.train_lora` carries `training.json`: the
 data files and their digests, the capabilities its samples supervise, hyper-parameters, seed,
-the backbone's manifest root and the frozen roots checked after training. Publishing refuses
+the backbone's manifest root, the frozen roots checked after training and the job's world
+size and launcher (`distributed`), which `provenance.trainer` carries. Publishing refuses
 (ReplayError) unless `allow_replay`, then records `replay: true`, when
 - the samples supervise another capability than the one published, or
 - a data file was already used by the parent or one of its ancestors (old data replayed).
@@ -99,7 +100,16 @@ def ancestor_digests(client: RegistryClient, parent_id: int | None) -> set[str]:
 def provenance(training: Mapping[str, Any], capability: str, replay: bool) -> dict[str, Any]:
     trainer = {
         key: training.get(key)
-        for key in ("settings", "peft", "samples", "steps", "sequential", "init", "roots")
+        for key in (
+            "settings",
+            "peft",
+            "samples",
+            "steps",
+            "sequential",
+            "init",
+            "roots",
+            "distributed",
+        )
     }
     losses = training.get("losses") or []
     trainer["loss_first"], trainer["loss_last"] = (

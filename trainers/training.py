@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainers.distributed import SINGLE, World
 from trainers.errors import NoSamplesError
 from trainers.lora import LoraSettings, StepCallback, TrainResult, train_lora
 from trainers.phases import PhaseSample, build_samples
@@ -66,10 +67,13 @@ def train_from_files(
     init: Path | None = None,
     sequential: bool = False,
     on_step: StepCallback | None = None,
+    world: World = SINGLE,
 ) -> Trained:
     """Train `capability`'s adapter (the shared baseline when None, its capabilities one
     after another with `sequential`) on the trajectories in `data`; `training.json` records
-    the data files. `NoSamplesError` when no phase of the capability has supervised tokens."""
+    the data files. `NoSamplesError` when no phase of the capability has supervised tokens.
+    In a distributed `world` (`trainers.distributed.detect`) every rank reads the data and
+    trains its share of each batch; rank 0 alone writes `out`."""
     quiet_libraries()
     samples = read_samples(data, backbone, None if capability is None else {capability})
     if not samples:
@@ -86,5 +90,6 @@ def train_from_files(
         sequential=order,
         on_step=on_step,
         record=data_record(list(data)),
+        world=world,
     )
     return Trained(result, len(samples))
