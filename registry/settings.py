@@ -72,6 +72,8 @@ class Settings(BaseSettings):
     # the registry refuses pushes and approvals that lack a signature meeting it.
     trust_root: str | None = None
     strict: bool = False
+    # Where a registry started without a root makes its development keys and root.
+    trust_dir: str = "./.weact/trust"
 
     def adapter_limits(self) -> HeaderLimits:
         return HeaderLimits(

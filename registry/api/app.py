@@ -36,6 +36,7 @@ from registry.api.routes import (
     nodes,
     signatures,
     tokens,
+    trust,
 )
 from registry.api.schemas import RevisionPublic
 from registry.db.migrate import check_current
@@ -55,6 +56,7 @@ ROUTERS = (
     capabilities,
     adapters,
     signatures,
+    trust,
     evaluations,
     channels,
     nodes,
