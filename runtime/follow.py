@@ -43,6 +43,7 @@ from runtime.backoff import Backoff
 from runtime.engine import AdapterSpec, AuditReport
 from runtime.errors import AuditMismatchError, BackboneMismatchError, RuntimeEngineError
 from runtime.progress import Steps
+from runtime.root_updates import RootChain
 from runtime.sync import heartbeat, library_audit, pull_library
 
 logger = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class ChannelFollower:
         heartbeat_s: float = 10.0,
         join_s: float = 1.0,
         steps: Steps | None = None,
-        trust: TrustRoot | None = None,
+        trust: TrustRoot | RootChain | None = None,
     ) -> None:
         self.client = client
         self.engine = engine
@@ -112,7 +113,9 @@ class ChannelFollower:
         self.heartbeat_s = heartbeat_s
         self.join_s = join_s
         self.steps = steps  # told each install's steps (`pull_library`)
-        self.trust = trust  # the node's root of trust: only signed revisions are installed
+        # the node's root of trust: only signed revisions are installed; a RootChain also
+        # takes the root rotations the registry serves (runtime.root_updates)
+        self.trust = trust
         self.revision: int | None = None  # the revision served (last good)
         self.library_digest: str | None = None
         self.head: int | None = None
@@ -136,7 +139,7 @@ class ChannelFollower:
             raise RuntimeError("follower already started")
         self._check_backbone(self.client.get_channel(self.channel))
         revision, specs = pull_library(
-            self.client, self.channel, self.dest, steps=self.steps, trust=self.trust
+            self.client, self.channel, self.dest, steps=self.steps, trust=self._root()
         )
         report = self._install(revision, specs)
         if not report.ok:
@@ -190,7 +193,7 @@ class ChannelFollower:
         """One attempt to serve the channel's current revision; False keeps the last good."""
         try:
             revision, specs = pull_library(
-                self.client, self.channel, self.dest, steps=self.steps, trust=self.trust
+                self.client, self.channel, self.dest, steps=self.steps, trust=self._root()
             )
             if self._stop.is_set():
                 return True
@@ -203,6 +206,12 @@ class ChannelFollower:
             self._report()
             return False
         return True
+
+    def _root(self) -> TrustRoot | None:
+        """The root a revision is checked against, after the rotations the registry serves."""
+        if isinstance(self.trust, RootChain):
+            return self.trust.refresh(self.client)
+        return self.trust
 
     @contextmanager
     def pinned(self) -> Iterator[int | None]:
