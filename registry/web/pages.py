@@ -24,7 +24,7 @@ from registry.api.schemas import MAX_DB_INT
 from registry.domain import AdapterState
 from registry.errors import InvalidError
 from registry.names import check_name
-from registry.services import page_models, page_queries
+from registry.services import page_models, page_queries, trust_roots
 from registry.web.deps import Viewer
 from registry.web.diff import diff_revisions, history
 from registry.web.lineage import lineage_graph
@@ -56,7 +56,8 @@ def _blank(value: str | None) -> str | None:
 def overview(request: Request, state: StateDep, user: Viewer) -> Response:
     with state.db.read() as session:
         data = page_models.overview(session=session)
-    return page(request, "overview.html", user=user, data=data)
+        trust = trust_roots.trust_status(session=session, strict=state.settings.strict)
+    return page(request, "overview.html", user=user, data=data, trust=trust)
 
 
 @router.get("/capabilities")
