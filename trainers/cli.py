@@ -140,17 +140,19 @@ def _publish(directory: Path, capability: str, opts: dict[str, Any]) -> dict[str
 
 def _check_publishable(capability: str, opts: dict[str, Any]) -> None:
     """Before any training: the key reads, the registry answers, knows the capability (and
-    the parent)."""
+    the parent), and takes the push unsigned only when it is not strict."""
     from registry.client import RegistryClient
+    from registry.errors import UntrustedError
     from registry.trust import load_signer
 
     if opts.get("key_file"):
         load_signer(opts["key_file"])
-
     with RegistryClient(opts["registry_url"], opts["token"]) as client:
         client.get_capability(capability)
         if opts.get("parent_id") is not None:
             client.get_adapter(opts["parent_id"])
+        if not opts.get("key_file") and client.get_trust()["strict"]:
+            raise UntrustedError("this registry is strict: sign the push (--key)")
 
 
 @click.group(invoke_without_command=True)
