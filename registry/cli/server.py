@@ -126,7 +126,9 @@ def serve(
     WEACT_DATABASE_LOCK_TIMEOUT_S (default 30) bounds a write's wait for a database lock
     (then 503 with Retry-After); WEACT_ADAPTER_MAX_HEADER_BYTES (1 MiB),
     WEACT_ADAPTER_MAX_TENSORS, WEACT_ADAPTER_MAX_DIMS and WEACT_ADAPTER_MAX_ELEMENTS bound an
-    adapter's safetensors header.
+    adapter's safetensors header. Signed trust: --root/WEACT_TRUST_ROOT, --strict/WEACT_STRICT;
+    without a root, development keys and root are made under WEACT_TRUST_DIR (default
+    ./.weact/trust) on first start (docs/trust.md).
     """
     from registry.api.app import open_blob_store
     from registry.api.serving import default_workers, serve_registry, serve_workers
