@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from registry.audit import append_event
@@ -103,7 +102,7 @@ def install_root(
         try:
             with database.write() as session:
                 _adopt(session, given)
-        except IntegrityError:  # another process stored it first: it must be the same
+        except ConflictError:  # another process stored a version first: try again on it
             with database.write() as session:
                 _adopt(session, given)
     with database.read() as session:
