@@ -228,6 +228,9 @@ def test_a_node_follows_a_root_rotation_and_refuses_a_forged_one(
         follower.stop()
         client.close()
 
-    # a restart with the same --root file resumes from the version it accepted
+    # a restart with the same --root file resumes from the version it accepted; a file put
+    # in the state directory by someone else (the forged version 3) is not taken
     assert RootChain.open(world.root_path, state).root.version == 2
     assert RootChain.open(world.root_path, None).root.version == 1
+    forged.save(state / "3.root.json")
+    assert RootChain.open(world.root_path, state).root.version == 2
