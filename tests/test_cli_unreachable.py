@@ -62,7 +62,6 @@ OFFLINE = {
 # Minimal arguments that reach each command's first registry call. Placeholders:
 # {peft} a PEFT directory, {published} one with training.json, {backbone} a directory with
 # one safetensors file, {data} an (empty) trajectory file, {suite} a small benchmark suite,
-# {root} a signed root of trust,
 # {tmp} a scratch directory.
 REGISTRY: dict[str, list[str]] = {
     # with WEACT_URL and WEACT_TOKEN (and no --database-url) token commands ask the registry
@@ -105,7 +104,7 @@ REGISTRY: dict[str, list[str]] = {
         "--publish",
     ],  # fmt: skip
     "train publish": ["{published}", "--capability", "plan"],
-    "root publish": ["{root}"],
+    "root publish": ["{root}"],  # {root}: a signed root of trust
     "root status": [],
     "runtime serve": ["--backbone", "{backbone}", "--channel", "prod"],
     "benchmark create": ["b", "--dataset-digest", "0" * 64, "--metric", "em"],
@@ -217,8 +216,8 @@ def placeholders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     data.write_text("")
     suite = write_suite(generate_suite("research", 0, {"train": 1, "dev": 1, "test": 1}), tmp / "s")
     paths = {"peft": peft, "published": published, "backbone": backbone, "data": data}
-    paths["suite"] = suite
     paths["root"] = _signed_root(tmp)
+    paths["suite"] = suite
     return {"tmp": str(tmp), **{key: str(value) for key, value in paths.items()}}
 
 
