@@ -115,6 +115,11 @@ class UntrustedError(RegistryError, PermissionError):
     code = "untrusted"
 
 
+class StaleMetadataError(UntrustedError):
+    """The registry's signed timestamp has expired: it stopped vouching that the revision
+    it serves is current (a frozen registry). The node marks itself stale; same code."""
+
+
 class PayloadTooLargeError(RegistryError, ValueError):
     code = "payload_too_large"
 

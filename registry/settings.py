@@ -75,6 +75,13 @@ class Settings(BaseSettings):
     # the registry refuses pushes and approvals that lack a signature meeting it.
     trust_root: str | None = None
     strict: bool = False
+    # The online timestamp key (registry.trust.channel): it signs short-lived timestamps of
+    # each channel's current revision. Default: timestamp.key beside the blob directory
+    # (./.weact/), created when absent; its public half (timestamp.pub.json) goes in the
+    # root as the timestamp role. A node whose root names it goes stale once the timestamp
+    # it last saw expires, so a registry that stops publishing cannot go unnoticed.
+    timestamp_key: str | None = None
+    timestamp_expiry_s: float = Field(default=86_400.0, gt=0)
 
     def adapter_limits(self) -> HeaderLimits:
         return HeaderLimits(

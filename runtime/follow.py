@@ -13,8 +13,12 @@ served. A background thread then runs two loops:
 - the heartbeat: every `heartbeat_s`, the revision served, its library digest, the last
   audit, the lag behind the newest head seen and whether the node is `stale`.
 
-`stale` means the latest attempt to reach the registry (long-poll, pull or heartbeat) failed:
-the node keeps serving its last verified library and says so in its heartbeat and health.
+`stale` means the latest attempt to reach the registry (long-poll, pull or heartbeat) failed,
+or (with a root naming a timestamp role) the registry's signed timestamp of the channel has
+expired: it stopped vouching that the revision is current (frozen). The node keeps serving
+its last verified library and says so, with the reason, in its heartbeat and health. With a
+root, the highest revision verified is kept in `dest/trust-state.json`: an older one is
+refused, after a restart too (`runtime.trusted`).
 
     follower = ChannelFollower(client, engine, "prod", "node-1", Path("/var/lib/weact/lib"))
     follower.start()
@@ -37,7 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from registry.client import RegistryClient, Revision
-from registry.errors import RegistryError, RegistryUnavailableError
+from registry.errors import RegistryError, RegistryUnavailableError, StaleMetadataError
 from registry.trust import TrustRoot
 from runtime.backoff import Backoff
 from runtime.engine import AdapterSpec, AuditReport
@@ -45,6 +49,7 @@ from runtime.errors import AuditMismatchError, BackboneMismatchError, RuntimeEng
 from runtime.progress import Steps
 from runtime.root_updates import RootChain
 from runtime.sync import heartbeat, library_audit, pull_library
+from runtime.trusted import STATE_FILE, TrustState, check_freshness
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +121,8 @@ class ChannelFollower:
         # the node's root of trust: only signed revisions are installed; a RootChain also
         # takes the root rotations the registry serves (runtime.root_updates)
         self.trust = trust
+        self.trust_state = TrustState.load(self.dest / STATE_FILE) if trust else None
+        self.frozen = ""  # why the registry's timestamp is not fresh, "" when it is
         self.revision: int | None = None  # the revision served (last good)
         self.library_digest: str | None = None
         self.head: int | None = None
@@ -138,9 +145,7 @@ class ChannelFollower:
         if self._thread is not None:
             raise RuntimeError("follower already started")
         self._check_backbone(self.client.get_channel(self.channel))
-        revision, specs = pull_library(
-            self.client, self.channel, self.dest, steps=self.steps, trust=self._root()
-        )
+        revision, specs = pull_library(self.client, self.channel, self.dest, **self._pull_options())
         report = self._install(revision, specs)
         if not report.ok:
             raise AuditMismatchError(f"refusing to serve {self._label(revision)}: {report.detail}")
@@ -150,6 +155,9 @@ class ChannelFollower:
         )
         self._thread.daemon = True
         self._thread.start()
+
+    def _pull_options(self) -> dict[str, Any]:
+        return {"steps": self.steps, "trust": self._root(), "trust_state": self.trust_state}
 
     def _check_backbone(self, revision: Revision) -> None:
         """Refuse, before pulling or loading anything, a channel of another backbone: one
@@ -193,7 +201,7 @@ class ChannelFollower:
         """One attempt to serve the channel's current revision; False keeps the last good."""
         try:
             revision, specs = pull_library(
-                self.client, self.channel, self.dest, steps=self.steps, trust=self._root()
+                self.client, self.channel, self.dest, **self._pull_options()
             )
             if self._stop.is_set():
                 return True
@@ -202,6 +210,8 @@ class ChannelFollower:
             self.last_error = f"sync of channel {self.channel!r} failed: {exc}"
             if isinstance(exc, RegistryUnavailableError):
                 self.stale = True
+            if isinstance(exc, StaleMetadataError):
+                self.frozen = str(exc)
             logger.error("%s; still serving revision %s", self.last_error, self.revision)
             self._report()
             return False
@@ -232,9 +242,9 @@ class ChannelFollower:
             library_digest=self.library_digest,
             head=head,
             lag=lag,
-            stale=self.stale,
+            stale=self.stale or bool(self.frozen),
             audit_ok=self.report is not None and self.report.ok,
-            detail=self.last_error,
+            detail="; ".join(filter(None, [self.last_error, self.frozen])),
         )
 
     # -- installing a revision -----------------------------------------------------------
@@ -279,10 +289,12 @@ class ChannelFollower:
 
     # -- reporting -----------------------------------------------------------------------
     def _report(self) -> None:
-        """Post a heartbeat now; a registry out of reach makes the node stale."""
+        """Post a heartbeat now; a registry out of reach makes the node stale, and so does
+        an expired timestamp (with a root that names a timestamp role)."""
+        self._check_fresh()
         report = self.report or self.engine.audit()
-        if self.last_error:
-            detail = "; ".join(filter(None, [report.detail, self.last_error]))
+        if self.last_error or self.frozen:
+            detail = "; ".join(filter(None, [report.detail, self.last_error, self.frozen]))
             report = dataclasses.replace(report, detail=detail)
         status = self.status()
         extra = {"library_digest": status.library_digest, "stale": status.stale, "lag": status.lag}
@@ -294,6 +306,19 @@ class ChannelFollower:
             return
         if self.stale and not self.last_error:
             self.stale = False  # the registry answers again
+
+    def _check_fresh(self) -> None:
+        if self.trust is None:
+            return
+        try:
+            root = self._root()  # a RootChain takes the rotations served, every heartbeat
+            frozen = check_freshness(self.client, self.channel, root) if root else ""
+        except RegistryError as exc:  # out of reach, or a root refused: the next sync says so
+            logger.warning("timestamp of channel %r unavailable: %s", self.channel, exc)
+            return
+        if frozen and frozen != self.frozen:
+            logger.error("%s; node %s is stale", frozen, self.node_id)
+        self.frozen = frozen
 
     # -- the background loops ------------------------------------------------------------
     async def _main(self) -> None:
@@ -312,6 +337,9 @@ class ChannelFollower:
                     beats.cancel()
         except asyncio.CancelledError:
             logger.info("stopped following channel %r", self.channel)
+        finally:
+            with self._task_lock:
+                self._task = None  # a second stop() finds no loop to call into
 
     async def _heartbeats(self) -> None:
         while True:

@@ -43,7 +43,7 @@ from registry.trust import TrustRoot
 from runtime import verified
 from runtime.engine import AdapterSpec, AuditReport
 from runtime.progress import Steps, told
-from runtime.trusted import verify_revision
+from runtime.trusted import TrustState, verify_revision
 
 logger = logging.getLogger(__name__)
 
@@ -55,17 +55,19 @@ def pull_library(
     *,
     steps: Steps | None = None,
     trust: TrustRoot | None = None,
+    trust_state: TrustState | None = None,
 ) -> tuple[Revision, list[AdapterSpec]]:
     """The channel's current revision and one spec per adapter, pulled and verified.
 
     Specs come in the revision's hard order, then any other capability by name. Each
     adapter is a step of the install, told to `steps` (silent when None). With `trust`
     (the node's root of trust), every adapter's signatures are checked first
-    (`runtime.trusted`): an untrusted revision is `UntrustedError`, nothing pulled.
+    (`runtime.trusted`): an untrusted revision is `UntrustedError`, nothing pulled; with
+    `trust_state` too, one older than the node verified before is refused.
     """
     revision = client.get_channel(channel)
     if trust is not None:
-        verify_revision(client, revision, trust)
+        verify_revision(client, revision, trust, trust_state)
     descriptions = {c["name"]: c["description"] for c in client.list_capabilities()}
     specs = []
     order = library_order(revision)

@@ -30,6 +30,7 @@ import pytest
 from cli.main import app
 from evals.suite import generate_suite, write_suite
 from registry.client.url_cli import RegistryUrlOption
+from registry.trust import create_key
 
 WEACT = Path(sys.executable).with_name("weact")
 
@@ -62,7 +63,7 @@ OFFLINE = {
 # Minimal arguments that reach each command's first registry call. Placeholders:
 # {peft} a PEFT directory, {published} one with training.json, {backbone} a directory with
 # one safetensors file, {data} an (empty) trajectory file, {suite} a small benchmark suite,
-# {tmp} a scratch directory.
+# {tmp} a scratch directory, {key} an approver's private key.
 REGISTRY: dict[str, list[str]] = {
     # with WEACT_URL and WEACT_TOKEN (and no --database-url) token commands ask the registry
     "token create": ["--name", "ops", "--role", "admin"],
@@ -90,6 +91,7 @@ REGISTRY: dict[str, list[str]] = {
     "channel show": ["prod"],
     "channel revisions": ["prod"],
     "channel wait": ["prod", "--after", "0", "--wait", "1"],
+    "channel sign": ["prod", "--revision", "1", "--key", "{key}"],
     "audit events": [],
     "nodes": [],
     "train": [
@@ -218,6 +220,7 @@ def placeholders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     paths = {"peft": peft, "published": published, "backbone": backbone, "data": data}
     paths["root"] = _signed_root(tmp)
     paths["suite"] = suite
+    paths["key"] = create_key(tmp, "approver")[0]
     return {"tmp": str(tmp), **{key: str(value) for key, value in paths.items()}}
 
 

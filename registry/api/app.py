@@ -29,6 +29,7 @@ from registry.api.routes import (
     backbones,
     blobs,
     capabilities,
+    channel_trust,
     channels,
     evaluations,
     events,
@@ -59,6 +60,7 @@ ROUTERS = (
     trust,
     evaluations,
     channels,
+    channel_trust,
     nodes,
     events,
 )

@@ -133,6 +133,12 @@ def adapter_pull(client: RegistryClient, out: Output, adapter_id: int, to_dir: P
 @click.option("--label", default=None, help="Only versions with this label.")
 @click.option("--parent", "parent_id", type=int, default=None, help="Only children of this id.")
 @click.option("--text", default=None, help="Only versions whose model card holds this text.")
+@click.option(
+    "--sort",
+    type=click.Choice(["oldest", "newest", "name", "state", "label"]),
+    default=None,
+    help="Order (default: oldest first).",
+)
 @client_command()
 def adapter_list(
     client: RegistryClient,
@@ -146,6 +152,7 @@ def adapter_list(
     label: str | None,
     parent_id: int | None,
     text: str | None,
+    sort: str | None,
 ) -> None:
     """List and search adapter versions (capability, state, tags, label, parent, card)."""
     page = client.list_adapters(
@@ -158,6 +165,7 @@ def adapter_list(
         label=label,
         parent_id=parent_id,
         text=text,
+        sort=sort,
     )
     out.show(page, lambda p: render_adapters(p["items"], f"{p['total']} adapter versions"))
 

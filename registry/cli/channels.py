@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -13,8 +14,17 @@ from registry import errors
 from registry.cli.base import client_command
 from registry.cli.render import render_gate, render_revision, render_revisions
 from registry.client import RegistryClient
+from registry.trust import load_signer
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+key_option = click.option(
+    "--key",
+    "key_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="An approver's private key: sign the new revision (signed trust).",
+)
 
 
 def parse_assignments(pairs: Sequence[str]) -> dict[str, int | None]:
@@ -72,12 +82,16 @@ def _promotion(
 @click.command()
 @_promotion_options
 @click.option("--reason", default=None, help="Why, stored on the revision.")
+@key_option
 @client_command()
-def promote(client: RegistryClient, out: Output, channel: str, **options: Any) -> None:
+def promote(
+    client: RegistryClient, out: Output, channel: str, key_file: Path | None, **options: Any
+) -> None:
     """Promote adapters into CHANNEL as a new revision, if the gate passes."""
     request = _promotion(**options)
+    signer = load_signer(key_file) if key_file is not None else None
     try:
-        result = client.promote(channel, **request)
+        result = client.promote(channel, **request, signer=signer)
     except errors.GateFailedError as exc:
         if isinstance(exc.detail, dict):
             out.show(exc.detail, render_gate)
@@ -102,6 +116,7 @@ def gate(client: RegistryClient, out: Output, channel: str, **options: Any) -> N
 @click.option("--to", "to_revision", type=int, required=True, help="Revision to restore.")
 @click.option("--expected-revision", type=int, default=None)
 @click.option("--reason", default=None, help="Why, stored on the revision.")
+@key_option
 @client_command()
 def rollback(
     client: RegistryClient,
@@ -110,10 +125,15 @@ def rollback(
     to_revision: int,
     expected_revision: int | None,
     reason: str | None,
+    key_file: Path | None,
 ) -> None:
     """Append a revision to CHANNEL equal to an earlier one."""
     rev = client.rollback(
-        channel, to_revision=to_revision, expected_revision=expected_revision, reason=reason
+        channel,
+        to_revision=to_revision,
+        expected_revision=expected_revision,
+        reason=reason,
+        signer=load_signer(key_file) if key_file is not None else None,
     )
     out.show(rev, render_revision)
 
@@ -155,3 +175,23 @@ def channel_wait(client: RegistryClient, out: Output, name: str, after: int, wai
     """Long-poll a channel; prints the new revision, or null when none came in time."""
     rev = client.wait_for_channel(name, after=after, wait=wait_s)
     out.show(rev, lambda r: render_revision(r) if r else f"no revision after {after}")
+
+
+@channel.command("sign")
+@click.argument("name")
+@click.option("--revision", "number", type=int, required=True, help="The revision to sign.")
+@click.option(
+    "--key",
+    "key_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="An approver's private key.",
+)
+@client_command()
+def channel_sign(
+    client: RegistryClient, out: Output, name: str, number: int, key_file: Path
+) -> None:
+    """Co-sign revision N of channel NAME (as the registry serves it) with an approver key:
+    a node counts a revision once the channel's threshold of approvers signed it."""
+    signed = client.sign_channel_revision(name, number, load_signer(key_file))
+    out.show(signed, lambda s: f"signed {s['channel']} revision {s['revision']} as {s['keyid']}")

@@ -93,6 +93,16 @@ def settings_of(**overrides: str | None) -> Any:
     "(default ./.weact/trust) on first start.",
 )
 @click.option(
+    "--timestamp-key",
+    "timestamp_key",
+    envvar="WEACT_TIMESTAMP_KEY",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="The online key that signs channel timestamps (created when absent; default "
+    "timestamp.key beside the blob directory). Add its .pub.json to the root: "
+    "`weact root add-key root.json timestamp timestamp.pub.json`.",
+)
+@click.option(
     "--strict/--no-strict",
     envvar="WEACT_STRICT",
     default=False,
@@ -109,6 +119,7 @@ def serve(
     log_level: str,
     workers: int | None,
     trust_root: str | None,
+    timestamp_key: str | None,
     strict: bool,
 ) -> None:
     """Check the blob store, migrate the database to head, then serve the registry API.
@@ -144,11 +155,15 @@ def serve(
         store_url=store_url,
         s3_endpoint_url=s3_endpoint_url,
         trust_root=trust_root,
+        timestamp_key=timestamp_key,
     )
     settings.strict = strict
     check_store(open_blob_store(settings))  # before logging: a failure is one line
     given = TrustRoot.load(Path(settings.trust_root)) if settings.trust_root else None
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    from registry.services.channel_trust import ensure_timestamp_key
+
+    settings.timestamp_key = str(ensure_timestamp_key(settings))  # workers share one key
     upgrade(settings.database_url)
     database = Database(settings.database_url)
     try:
@@ -170,6 +185,7 @@ def serve(
     if settings.trust_root:
         os.environ["WEACT_TRUST_ROOT"] = settings.trust_root
     os.environ["WEACT_STRICT"] = "1" if strict else "0"
+    os.environ["WEACT_TIMESTAMP_KEY"] = settings.timestamp_key
     serve_workers(workers, APP_FACTORY, host=host, port=port, log_level=log_level)
 
 

@@ -38,7 +38,7 @@ FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 def _role(role: str) -> str:
     kind, _, scope = role.partition(":")
-    return role if kind == "admin" or scope else f"{kind}:*"
+    return role if kind in ("admin", "timestamp") or scope else f"{kind}:*"
 
 
 def _show(root: TrustRoot, as_json: bool) -> None:

@@ -7,10 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from securesystemslib.signer import Signer
+
 from registry.client.base import EndpointBase
 from registry.client.records import GateReport, PromoteResult, Revision
 from registry.client.transport import read_json
 from registry.client.watch import ChannelWatch
+from registry.errors import NotFoundError
+from registry.trust.channel import sign_revision
 
 
 class ChannelEndpoints(EndpointBase):
@@ -72,17 +76,21 @@ class ChannelEndpoints(EndpointBase):
         expected_revision: int | None = None,
         reason: str | None = None,
         create: bool = False,
+        signer: Signer | None = None,
     ) -> PromoteResult:
         """Merge `adapters` into the channel's library as a new revision (gate first).
 
         A channel that does not exist is `NotFoundError` unless `create` is given (a typo
         never makes a new channel). `backbone` is needed for a new channel only when the
         adapters do not name one between them. A failed gate raises `GateFailedError` whose
-        detail is the gate report.
+        detail is the gate report. With `signer` (an approver's key) the new revision is
+        signed here and the signature stored (`sign_channel_revision`).
         """
         body = _promote_request(adapters, backbone, order, expected_revision, reason, create)
         result = cast(PromoteResult, self._post(f"/channels/{channel}/promote", body))
         self.seen.saw_revision(result["revision"])
+        if signer is not None:
+            self._sign(result["revision"], signer)
         return result
 
     def rollback(
@@ -92,13 +100,41 @@ class ChannelEndpoints(EndpointBase):
         to_revision: int,
         expected_revision: int | None = None,
         reason: str | None = None,
+        signer: Signer | None = None,
     ) -> Revision:
         body = {
             "to_revision": to_revision,
             "expected_revision": expected_revision,
             "reason": reason,
         }
-        return self.seen.saw_revision(self._post(f"/channels/{channel}/rollback", body))
+        revision = self.seen.saw_revision(self._post(f"/channels/{channel}/rollback", body))
+        if signer is not None:
+            self._sign(revision, signer)
+        return revision
+
+    # -- signed revisions (registry.trust.channel) ----------------------------------------
+    def channel_revision(self, channel: str, number: int) -> Revision:
+        for revision in self.channel_revisions(channel):
+            if int(revision["revision"]) == number:
+                return revision
+        raise NotFoundError(f"channel {channel!r} has no revision {number}")
+
+    def sign_channel_revision(self, channel: str, number: int, signer: Signer) -> dict[str, Any]:
+        """Sign revision `number` as the registry serves it, here, and store the signature."""
+        return self._sign(self.channel_revision(channel, number), signer)
+
+    def _sign(self, revision: Revision, signer: Signer) -> dict[str, Any]:
+        signature = sign_revision(revision, signer)
+        path = f"/channels/{revision['channel']}/revisions/{revision['revision']}/signatures"
+        return cast(dict[str, Any], self._post(path, {"signature": signature}))
+
+    def revision_metadata(self, channel: str, number: int) -> dict[str, Any]:
+        """The revision's TUF metadata with the approvers' signatures stored for it."""
+        return cast(dict[str, Any], self._get(f"/channels/{channel}/revisions/{number}/metadata"))
+
+    def channel_timestamp(self, channel: str) -> dict[str, Any]:
+        """The registry's signed timestamp of the channel's current revision."""
+        return cast(dict[str, Any], self._get(f"/channels/{channel}/timestamp"))
 
 
 def _promote_request(

@@ -150,6 +150,7 @@ class Endpoints(ChannelEndpoints):
         label: str | None = None,
         parent_id: int | None = None,
         text: str | None = None,
+        sort: str | None = None,
     ) -> AdapterPage:
         """Versions by capability, backbone, state, `KEY=VALUE` tags (all must match),
         label, parent and text in the model card; oldest first."""
@@ -164,6 +165,7 @@ class Endpoints(ChannelEndpoints):
             label=label,
             parent=parent_id,
             q=text,
+            sort=sort,
         )
         return cast(AdapterPage, page)
 

@@ -313,3 +313,18 @@ class SqlAdapterSignature(Base):
     envelope: Mapped[dict[str, Any]] = mapped_column()
     created_by: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SqlRevisionSignature(Base):
+    """An approver's signature of a channel revision's TUF metadata (registry.trust.channel),
+    `{"keyid", "sig"}`. Stored and served as given; what counts is decided by the root."""
+
+    __tablename__ = "revision_signatures"
+    __table_args__ = (UniqueConstraint("revision_id", "keyid"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    revision_id: Mapped[int] = mapped_column(ForeignKey("revisions.id"), index=True)
+    keyid: Mapped[str] = mapped_column(String(128))
+    signature: Mapped[dict[str, Any]] = mapped_column()
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

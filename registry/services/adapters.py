@@ -54,6 +54,14 @@ TRAINING_FILE = "training.json"
 ALLOWED_FILES = (*REQUIRED_FILES, CARD_FILE, TRAINING_FILE)
 MAX_CARD_BYTES = 256 * 1024
 MAX_PAGE = 1000
+SORTS = {
+    "oldest": (SqlAdapterVersion.id,),
+    "newest": (SqlAdapterVersion.id.desc(),),
+    "name": (SqlCapability.name, SqlAdapterVersion.version),
+    "state": (SqlAdapterVersion.state, SqlAdapterVersion.id),
+    "label": (SqlAdapterVersion.label.is_(None), SqlAdapterVersion.label, SqlAdapterVersion.id),
+}
+"""How `list_adapters` orders versions (each order is total: ties fall back to the id)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +154,11 @@ def _read_manifest(store: BlobStore, digest: str, limits: HeaderLimits) -> Manif
         raise IncompatibleAdapterError(f"{WEIGHTS_FILE} is not valid safetensors: {exc}") from exc
     except StorageDigestMismatch as exc:
         raise DigestMismatchError(f"stored blob {digest} is corrupted: {exc}") from exc
+
+
+def weights_manifest(*, store: BlobStore, adapter: AdapterVersion) -> Manifest:
+    """The tensor manifest of a recorded version's weights (read from the store)."""
+    return _read_manifest(store, adapter.files[WEIGHTS_FILE], DEFAULT_ADAPTER_LIMITS)
 
 
 def _check_parent(
@@ -323,51 +336,47 @@ def list_adapters(
     label: str | None = None,
     parent_id: int | None = None,
     text: str | None = None,
+    sort: str = "oldest",
 ) -> Page:
     """Adapters filtered by capability name, backbone root, state, `key=value` tags (all),
-    label, parent and text in the model card; oldest first."""
+    label, parent and text in the model card; ordered by `sort` (one of `SORTS`)."""
     if not 1 <= limit <= MAX_PAGE or offset < 0:
         raise InvalidError(f"limit must be 1..{MAX_PAGE} and offset >= 0")
     if state is not None and state not in {s.value for s in AdapterState}:
         raise InvalidError(f"unknown state {state!r}; one of {[s.value for s in AdapterState]}")
-    query = select(SqlAdapterVersion)
+    if sort not in SORTS:
+        raise InvalidError(f"unknown sort {sort!r}; one of {list(SORTS)}")
+    query = select(SqlAdapterVersion).join(SqlAdapterVersion.capability)
     if capability is not None:
-        query = query.join(SqlAdapterVersion.capability).where(SqlCapability.name == capability)
+        query = query.where(SqlCapability.name == capability)
     if backbone is not None:
         query = query.join(SqlAdapterVersion.backbone).where(SqlBackbone.root == backbone)
     if state is not None:
         query = query.where(SqlAdapterVersion.state == state)
     query = search_filters(query, tags=tags or (), label=label, parent_id=parent_id, text=text)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    rows = session.scalars(query.order_by(SqlAdapterVersion.id).limit(limit).offset(offset))
+    rows = session.scalars(query.order_by(*SORTS[sort]).limit(limit).offset(offset))
     return Page(items=[to_adapter(r) for r in rows], total=total)
 
 
-def _descendants(session: Session, root_id: int) -> list[SqlAdapterVersion]:
-    found: list[SqlAdapterVersion] = []
-    frontier = [root_id]
-    while frontier:
-        children = list(
-            session.scalars(
-                select(SqlAdapterVersion).where(SqlAdapterVersion.parent_id.in_(frontier))
-            )
-        )
-        found.extend(children)
-        frontier = [c.id for c in children]
-    return sorted(found, key=lambda r: r.id)
+def _line(session: Session, adapter_id: int, *, up: bool) -> list[SqlAdapterVersion]:
+    """Every ancestor (``up``) or every descendant of a version: one recursive query."""
+    version = SqlAdapterVersion.__table__
+    start = select(version.c.id, version.c.parent_id).where(version.c.id == adapter_id)
+    walk = start.cte("line", recursive=True)
+    step = version.c.id == walk.c.parent_id if up else version.c.parent_id == walk.c.id
+    walk = walk.union_all(select(version.c.id, version.c.parent_id).where(step))
+    found = select(SqlAdapterVersion).where(
+        SqlAdapterVersion.id.in_(select(walk.c.id)), SqlAdapterVersion.id != adapter_id
+    )
+    return list(session.scalars(found.order_by(SqlAdapterVersion.id)))
 
 
 def lineage(*, session: Session, adapter_id: int) -> Lineage:
-    """Ancestors (oldest first), the adapter, and every descendant."""
+    """Ancestors (oldest first), the adapter, and every descendant (by id)."""
     row = find_adapter_row(session, adapter_id)
-    ancestors: list[SqlAdapterVersion] = []
-    parent_id = row.parent_id
-    while parent_id is not None:
-        parent = find_adapter_row(session, parent_id)
-        ancestors.append(parent)
-        parent_id = parent.parent_id
     return Lineage(
-        ancestors=[to_adapter(a) for a in reversed(ancestors)],
+        ancestors=[to_adapter(a) for a in _line(session, adapter_id, up=True)],
         adapter=to_adapter(row),
-        descendants=[to_adapter(d) for d in _descendants(session, row.id)],
+        descendants=[to_adapter(d) for d in _line(session, adapter_id, up=False)],
     )

@@ -40,6 +40,7 @@ from registry.services import (
 from registry.services.page_queries import GateRecord
 
 RECENT = 5
+WAITING_PER_PAGE = 20
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,11 @@ class NodeStatus:
 class Overview:
     stats: RegistryStats
     channels: list[Revision]
-    candidates: list[AdapterVersion]
+    candidates: Page
     nodes: list[NodeStatus]
     chain: VerifyReport
     gates: list[GateRecord]
+    names: dict[int, str]  # the candidates' parents, by id
 
 
 @dataclass(frozen=True)
@@ -77,11 +79,12 @@ class AdapterListing:
     page: Page
     capabilities: list[Capability]
     backbones: list[Backbone]
+    names: dict[int, str]  # the parents of the versions on this page, by id
 
-    @property
-    def names(self) -> dict[int, str]:
-        """The names of the versions on this page, by id (to name parents)."""
-        return {adapter.id: adapter.name for adapter in self.page.items}
+
+def _parent_names(session: Session, found: Page) -> dict[int, str]:
+    parents = {a.parent_id for a in found.items if a.parent_id is not None}
+    return page_queries.names_of(session=session, ids=parents)
 
 
 @dataclass(frozen=True)
@@ -141,15 +144,20 @@ def node_statuses(*, session: Session) -> list[NodeStatus]:
     return _node_statuses(heads, heartbeats.list_nodes(session=session))
 
 
-def overview(*, session: Session) -> Overview:
-    """The front page: counts, channel heads, candidates awaiting a decision, nodes, audit."""
+def overview(*, session: Session, waiting_page: int = 1) -> Overview:
+    """The front page: counts, channel heads, a page of the candidates awaiting a decision
+    (oldest first, ``WAITING_PER_PAGE`` a page), nodes, audit."""
     waiting = adapters.list_adapters(
-        session=session, state=AdapterState.CANDIDATE.value, limit=adapters.MAX_PAGE
+        session=session,
+        state=AdapterState.CANDIDATE.value,
+        limit=WAITING_PER_PAGE,
+        offset=(waiting_page - 1) * WAITING_PER_PAGE,
     )
     return Overview(
         stats=stats.registry_stats(session=session),
         channels=channels.list_channels(session=session),
-        candidates=waiting.items,
+        candidates=waiting,
+        names=_parent_names(session, waiting),
         nodes=node_statuses(session=session),
         chain=events.verify(session=session),
         gates=page_queries.list_gate_reports(session=session, limit=RECENT),
@@ -173,8 +181,13 @@ def adapter_listing(
     state: str | None,
     limit: int,
     offset: int,
+    tags: list[str] | None = None,
+    label: str | None = None,
+    text: str | None = None,
+    sort: str = "oldest",
 ) -> AdapterListing:
-    """A page of versions (as ``GET /v1/adapters``) and what its filters offer."""
+    """A page of versions (the query of ``GET /v1/adapters`` and ``weact adapter list``:
+    the same filters, search and sort) and what its filters offer."""
     found = adapters.list_adapters(
         session=session,
         capability=capability,
@@ -182,11 +195,16 @@ def adapter_listing(
         state=state,
         limit=limit,
         offset=offset,
+        tags=tags,
+        label=label,
+        text=text,
+        sort=sort,
     )
     return AdapterListing(
         page=found,
         capabilities=capabilities.list_capabilities(session=session),
         backbones=backbones.list_backbones(session=session),
+        names=_parent_names(session, found),
     )
 
 
@@ -268,8 +286,11 @@ def comparison(
     return Comparison(revisions=history, before=by_number[earlier], after=by_number[later])
 
 
-def audit_log(*, session: Session, before: int | None, limit: int) -> AuditLog:
-    """The chain's verification and a page of events, newest first."""
-    page = page_queries.newest_events(session=session, before=before, limit=limit + 1)
+def audit_log(
+    *, session: Session, before: int | None, limit: int, **filters: str | None
+) -> AuditLog:
+    """The chain's verification and a page of events, newest first (``filters``: the
+    ``action``, ``actor`` and ``subject`` of ``page_queries.newest_events``)."""
+    page = page_queries.newest_events(session=session, before=before, limit=limit + 1, **filters)
     older = page[limit - 1].id if len(page) > limit else None
     return AuditLog(chain=events.verify(session=session), events=page[:limit], older=older)

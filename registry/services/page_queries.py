@@ -1,4 +1,5 @@
-"""Reads that no API route offers yet: gate reports, the newest events, per-adapter scores.
+"""Reads that no API route offers yet: gate reports, the newest events, per-adapter scores,
+each benchmark's scores across the versions of a capability.
 
 Every promotion records its gate report (``registry.services.channels``); these functions
 hand them and the rest out as frozen objects for the web pages.
@@ -11,11 +12,17 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from registry.audit import to_event
 from registry.db.convert import to_evaluation
-from registry.db.models import SqlAdapterVersion, SqlCapability, SqlEvaluation, SqlEvent
+from registry.db.models import (
+    SqlAdapterVersion,
+    SqlBenchmark,
+    SqlCapability,
+    SqlEvaluation,
+    SqlEvent,
+)
 from registry.db.models import SqlGateReport as SqlGate
 from registry.domain import Evaluation, Event, GateCheck, GateReport
 from registry.errors import InvalidError
@@ -82,12 +89,30 @@ def list_gate_reports(
     return [_gate_record(row) for row in rows]
 
 
-def newest_events(*, session: Session, before: int | None = None, limit: int = 50) -> list[Event]:
-    """Audit events newest first, those with an id below ``before`` when it is given."""
+def newest_events(
+    *,
+    session: Session,
+    before: int | None = None,
+    limit: int = 50,
+    action: str | None = None,
+    actor: str | None = None,
+    subject: str | None = None,
+) -> list[Event]:
+    """Audit events newest first, those with an id below ``before`` when it is given, of
+    one ``action`` (``adapter.tag``; a prefix ending in ``.`` takes a family: ``adapter.``),
+    one ``actor`` and one ``subject`` (``adapter:5``, ``channel:prod``) when given."""
     _check_limit(limit)
     query = select(SqlEvent)
     if before is not None:
         query = query.where(SqlEvent.id < before)
+    if action is not None and action.endswith("."):
+        query = query.where(SqlEvent.action.startswith(action, autoescape=True))
+    elif action is not None:
+        query = query.where(SqlEvent.action == action)
+    if actor is not None:
+        query = query.where(SqlEvent.actor == actor)
+    if subject is not None:
+        query = query.where(SqlEvent.subject == subject)
     rows = session.scalars(query.order_by(SqlEvent.id.desc()).limit(limit))
     return [to_event(row) for row in rows]
 
@@ -113,3 +138,53 @@ def version_counts(*, session: Session) -> dict[str, dict[str, int]]:
     for name, state, count in rows:
         counts.setdefault(str(name), {})[str(state)] = int(count)
     return counts
+
+
+@dataclass(frozen=True)
+class ScorePoint:
+    """One version's latest score on a benchmark (for a chart across versions)."""
+
+    adapter_id: int
+    version: int
+    score: float
+
+
+def score_series(*, session: Session, adapter_id: int) -> dict[str, list[ScorePoint]]:
+    """``benchmark@version`` -> the latest score of each version of ``adapter_id``'s
+    capability on its backbone, by version: one query over those versions' evaluations."""
+    mine = aliased(SqlAdapterVersion)
+    capability = select(mine.capability_id).where(mine.id == adapter_id).scalar_subquery()
+    backbone = select(mine.backbone_id).where(mine.id == adapter_id).scalar_subquery()
+    rows = session.execute(
+        select(
+            SqlBenchmark.name,
+            SqlBenchmark.version,
+            SqlAdapterVersion.id,
+            SqlAdapterVersion.version,
+            SqlEvaluation.score,
+        )
+        .join(SqlBenchmark, SqlEvaluation.benchmark_id == SqlBenchmark.id)
+        .join(SqlAdapterVersion, SqlEvaluation.adapter_id == SqlAdapterVersion.id)
+        .where(
+            SqlAdapterVersion.capability_id == capability,
+            SqlAdapterVersion.backbone_id == backbone,
+        )
+        .order_by(SqlEvaluation.id)
+    )
+    latest: dict[str, dict[int, ScorePoint]] = {}
+    for benchmark, benchmark_version, adapter_id, version, score in rows:
+        point = ScorePoint(adapter_id=adapter_id, version=version, score=score)
+        latest.setdefault(f"{benchmark}@{benchmark_version}", {})[version] = point
+    return {key: [points[v] for v in sorted(points)] for key, points in sorted(latest.items())}
+
+
+def names_of(*, session: Session, ids: set[int]) -> dict[int, str]:
+    """``capability@version`` of each of these version ids (one query; unknown ids left out)."""
+    if not ids:
+        return {}
+    rows = session.execute(
+        select(SqlAdapterVersion.id, SqlCapability.name, SqlAdapterVersion.version)
+        .join(SqlCapability, SqlAdapterVersion.capability_id == SqlCapability.id)
+        .where(SqlAdapterVersion.id.in_(sorted(ids)))
+    )
+    return {adapter_id: f"{name}@{version}" for adapter_id, name, version in rows}

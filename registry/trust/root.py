@@ -35,6 +35,7 @@ from registry.errors import InvalidError, UntrustedError
 ROLES_FIELD = "x-weact-roles"
 KINDS = ("publish", "approve")
 ADMIN = "admin"
+TUF_ROLES = ("timestamp",)  # TUF top-level roles kept as TUF keeps them (the registry's key)
 
 
 def role_name(kind: str, scope: str | None = None) -> str:
@@ -83,8 +84,8 @@ class TrustRoot:
 
     def add_key(self, role: str, key: Key) -> None:
         self._edit()
-        if role in (ADMIN, "root"):
-            self.root.add_key(key, "root")
+        if role in (ADMIN, "root", *TUF_ROLES):
+            self.root.add_key(key, "root" if role == ADMIN else role)
             return
         found = self.role(role) or Role([], 1)
         if key.keyid not in found.keyids:
@@ -94,8 +95,8 @@ class TrustRoot:
 
     def revoke_key(self, role: str, keyid: str) -> None:
         self._edit()
-        if role in (ADMIN, "root"):
-            self.root.revoke_key(keyid, "root")
+        if role in (ADMIN, "root", *TUF_ROLES):
+            self.root.revoke_key(keyid, "root" if role == ADMIN else role)
             return
         found = self.role(role)
         if found is None or keyid not in found.keyids:
@@ -193,6 +194,9 @@ class TrustRoot:
     def summary(self) -> dict[str, Any]:
         admins = self.root.roles["root"]
         roles = {ADMIN: {"keyids": admins.keyids, "threshold": admins.threshold}}
+        stamps = self.root.roles["timestamp"]
+        if stamps.keyids:
+            roles["timestamp"] = {"keyids": stamps.keyids, "threshold": stamps.threshold}
         roles.update({name: dict(role) for name, role in sorted(self._roles().items())})
         return {
             "version": self.version,

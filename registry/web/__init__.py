@@ -13,12 +13,12 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
-from registry.web import actions, pages, signin
+from registry.web import actions, explore, pages, signin
 from registry.web.render import STATIC
 
 
 def install_web(app: FastAPI) -> None:
     """Serve the pages at ``/`` and their static files at ``/static`` on ``app``."""
-    for module in (signin, pages, actions):
+    for module in (signin, explore, pages, actions):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

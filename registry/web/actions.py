@@ -4,6 +4,9 @@
     POST /channels/{name}/promote                     adapter.<capability>, order, reason,
                                                       expected_revision
     POST /channels/{name}/rollback                    to_revision, expected_revision, reason
+    POST /adapters/{id}/tags                          set (KEY=VALUE), remove.<key>: any
+                                                      signed-in role; the service allows its
+                                                      publisher, approvers and admins
 
 Each form is checked like the API's JSON body (the same request schemas), then handed to
 the same service function as the API route; the answer is a redirect to the page that
@@ -14,16 +17,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel, ValidationError
 from starlette.responses import RedirectResponse, Response
 
 from registry.api.deps import StateDep
 from registry.api.schemas import MAX_DB_INT, Decision, PromoteRequest, RollbackRequest
+from registry.auth import Permission
 from registry.errors import InvalidError
 from registry.names import check_name
-from registry.services import channels, lifecycle
-from registry.web.deps import Approving, Form
+from registry.services import adapters, channels, lifecycle, tags
+from registry.web.deps import Approving, Form, WebUser, acting
 from registry.web.routing import PageRoute
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
@@ -33,6 +37,8 @@ Verb = Literal["approve", "reject", "revoke"]
 Schema = TypeVar("Schema", bound=BaseModel)
 ADAPTER_FIELD = "adapter."
 REMOVE = "none"
+REMOVE_TAG = "remove."
+Tagging = Annotated[WebUser, Depends(acting(Permission.READ))]
 
 DECISIONS = {
     "approve": lifecycle.approve_adapter,
@@ -66,6 +72,20 @@ def _text(value: str | None) -> str | None:
 
 def _see(url: str) -> Response:
     return RedirectResponse(url, status_code=303)
+
+
+@router.post("/adapters/{adapter_id}/tags")
+def tag(  # before /adapters/{id}/{verb}: "tags" is not a decision
+    adapter_id: AdapterId, state: StateDep, user: Tagging, form: Form
+) -> Response:
+    put = dict([tags.parse_tag(form["set"].strip())]) if _text(form.get("set")) else {}
+    remove = sorted(k.removeprefix(REMOVE_TAG) for k in form if k.startswith(REMOVE_TAG))
+    if not put and not remove:
+        raise InvalidError("give a tag to set (KEY=VALUE) or tick tags to remove")
+    with state.db.write() as session:
+        row = adapters.find_adapter_row(session, adapter_id)
+        tags.set_tags(session=session, actor=user.principal, row=row, put=put, remove=remove)
+    return _see(f"/adapters/{adapter_id}?done=tag#card")
 
 
 @router.post("/adapters/{adapter_id}/{verb}")

@@ -2,14 +2,18 @@
 
 /                         overview: counts, channel heads, candidates, nodes, audit
 /capabilities             capabilities (versions by state) and backbones
-/adapters                 versions, filtered by capability, backbone and state
-/adapters/{id}            one version: state, provenance, manifest root, lineage graph
+/                         (?waiting=N: the page of candidates awaiting a decision)
+/adapters                 versions: filters (capability, backbone, state), search (q: text
+                          of the model card, tag=KEY=VALUE, label), sort, page numbers
+/adapters/{id}            one version: state, files (sizes, downloads, the pull command),
+                          provenance, lineage graph, model card, scores across versions
 /channels                 channel heads
 /channels/{name}          library, revision history, nodes, gate reports
 /channels/{name}/diff     what changed between two revisions (?from=&to=)
 /gates                    recorded gate reports (?channel=&outcome=passed|refused)
 /nodes                    runtime nodes: revision served, lag, audit
-/audit                    the audit chain's verification and its events (?before=)
+/audit                    the audit chain's verification and its events (?before=, and
+                          filters: action= (``adapter.`` for a family), actor=, subject=)
 """
 
 from __future__ import annotations
@@ -24,10 +28,13 @@ from registry.api.schemas import MAX_DB_INT
 from registry.domain import AdapterState
 from registry.errors import InvalidError
 from registry.names import check_name
-from registry.services import page_models, page_queries, trust_roots
+from registry.services import page_compare, page_models, page_queries, trust_roots
+from registry.web.chart import score_charts
 from registry.web.deps import Viewer
 from registry.web.diff import diff_revisions, history
 from registry.web.lineage import lineage_graph
+from registry.web.markdown import render_card
+from registry.web.paging import pager, query_url
 from registry.web.render import page
 from registry.web.routing import PageRoute
 
@@ -36,6 +43,14 @@ router = APIRouter(route_class=PageRoute, include_in_schema=False)
 PER_PAGE = 50
 EVENTS_PER_PAGE = 50
 Number = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
+PageNumber = Annotated[int, Query(ge=1, le=MAX_DB_INT // PER_PAGE)]
+SORTS = {
+    "oldest": "oldest first",
+    "newest": "newest first",
+    "name": "name (capability, version)",
+    "state": "state",
+    "label": "label",
+}
 Optional = Annotated[int | None, Query(ge=1, le=MAX_DB_INT)]
 
 NOTICES = {
@@ -44,6 +59,7 @@ NOTICES = {
     "revoke": "Revoked, and taken out of every channel that served it.",
     "promote": "Promoted: a new revision is the channel's head.",
     "rollback": "Rolled back: a new revision equal to the earlier one is the head.",
+    "tag": "Tags saved.",
 }
 
 
@@ -53,11 +69,17 @@ def _blank(value: str | None) -> str | None:
 
 
 @router.get("/")
-def overview(request: Request, state: StateDep, user: Viewer) -> Response:
+def overview(request: Request, state: StateDep, user: Viewer, waiting: PageNumber = 1) -> Response:
     with state.db.read() as session:
-        data = page_models.overview(session=session)
+        data = page_models.overview(session=session, waiting_page=waiting)
         trust = trust_roots.trust_status(session=session, strict=state.settings.strict)
-    return page(request, "overview.html", user=user, data=data, trust=trust)
+    pages = pager(
+        waiting,
+        data.candidates.total,
+        page_models.WAITING_PER_PAGE,
+        lambda n: query_url("/", {}, waiting=n) + "#waiting",
+    )
+    return page(request, "overview.html", user=user, data=data, pager=pages, trust=trust)
 
 
 @router.get("/capabilities")
@@ -75,24 +97,48 @@ def adapters(
     capability: str | None = None,
     backbone: str | None = None,
     adapter_state: Annotated[str | None, Query(alias="state")] = None,
+    q: Annotated[str | None, Query(max_length=256)] = None,
+    tag: Annotated[list[str] | None, Query(max_length=320)] = None,
+    label: Annotated[str | None, Query(max_length=128)] = None,
+    sort: Annotated[str | None, Query(max_length=16)] = None,
     page_number: Annotated[int, Query(alias="page", ge=1, le=MAX_DB_INT // PER_PAGE)] = 1,
 ) -> Response:
-    filters = {"capability": _blank(capability), "backbone": _blank(backbone)}
-    filters["state"] = _blank(adapter_state)
+    filters: dict[str, str | None] = {
+        "capability": _blank(capability),
+        "backbone": _blank(backbone),
+        "state": _blank(adapter_state),
+        "q": _blank(q and q.strip()),
+        "label": _blank(label),
+        "sort": _blank(sort),
+    }
+    tags = [t.strip() for t in tag or [] if t.strip()]
     with state.db.read() as session:
         data = page_models.adapter_listing(
-            session=session, limit=PER_PAGE, offset=(page_number - 1) * PER_PAGE, **filters
+            session=session,
+            capability=filters["capability"],
+            backbone=filters["backbone"],
+            state=filters["state"],
+            limit=PER_PAGE,
+            offset=(page_number - 1) * PER_PAGE,
+            tags=tags,
+            label=filters["label"],
+            text=filters["q"],
+            sort=filters["sort"] or "oldest",
         )
-    last = max(1, -(-data.page.total // PER_PAGE))
+    params = {**filters, "tag": tags}
+    pages = pager(
+        page_number, data.page.total, PER_PAGE, lambda n: query_url("/adapters", params, page=n)
+    )
     return page(
         request,
         "adapters.html",
         user=user,
         data=data,
         filters=filters,
+        tags=tags,
         states=[s.value for s in AdapterState],
-        page_number=page_number,
-        last_page=last,
+        sorts=SORTS,
+        pager=pages,
     )
 
 
@@ -102,12 +148,20 @@ def adapter(
 ) -> Response:
     with state.db.read() as session:
         data = page_models.adapter_detail(session=session, adapter_id=adapter_id)
+        extras = page_compare.adapter_extras(
+            session=session, store=state.store, adapter=data.adapter
+        )
+    a = data.adapter
     return page(
         request,
         "adapter.html",
         user=user,
         data=data,
         graph=lineage_graph(data.lineage),
+        sizes=extras.sizes,
+        charts=score_charts(extras.scores, data.adapter.id),
+        card=render_card(data.adapter.card) if data.adapter.card else None,
+        pull=f"weact adapter pull {a.id} --to {a.capability}-{a.version}",
         notice=NOTICES.get(done or ""),
     )
 
@@ -179,7 +233,19 @@ def nodes(request: Request, state: StateDep, user: Viewer) -> Response:
 
 
 @router.get("/audit")
-def audit(request: Request, state: StateDep, user: Viewer, before: Optional = None) -> Response:
+def audit(
+    request: Request,
+    state: StateDep,
+    user: Viewer,
+    before: Optional = None,
+    action: Annotated[str | None, Query(max_length=64)] = None,
+    actor: Annotated[str | None, Query(max_length=128)] = None,
+    subject: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:
+    filters = {"action": _blank(action), "actor": _blank(actor), "subject": _blank(subject)}
     with state.db.read() as session:
-        data = page_models.audit_log(session=session, before=before, limit=EVENTS_PER_PAGE)
-    return page(request, "audit.html", user=user, data=data)
+        data = page_models.audit_log(
+            session=session, before=before, limit=EVENTS_PER_PAGE, **filters
+        )
+    older = query_url("/audit", filters, before=data.older) if data.older else None
+    return page(request, "audit.html", user=user, data=data, filters=filters, older=older)

@@ -77,6 +77,16 @@ def signed(value: float | None) -> str:
     return "—" if value is None else f"{value:+.4g}"
 
 
+def size(value: int) -> str:
+    """Bytes for people: ``812 B``, ``14.2 KiB``, ``3.0 MiB``."""
+    amount = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if amount < 1024 or unit == "GiB":
+            return f"{int(amount)} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1024
+    return f"{amount:.1f} GiB"  # pragma: no cover - the loop returns at GiB
+
+
 def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -93,6 +103,7 @@ def _environment() -> Environment:
         compact_json=compact_json,
         score=score,
         signed=signed,
+        size=size,
     )
     env.globals["nav"] = NAV
     return env

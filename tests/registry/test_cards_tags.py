@@ -193,6 +193,10 @@ def test_tags_and_search(served: Served) -> None:
     assert ids(text="50_") == []
     assert ids(capability="plan") == [plan["id"]]
     assert ids(capability="write", tags=["team=research"], text="reports") == [v2["id"]]
+    assert ids(sort="newest") == [plan["id"], v2["id"], v1["id"]]
+    assert ids(sort="name") == [plan["id"], v1["id"], v2["id"]]  # plan@1, write@1, write@2
+    assert ids(sort="label") == [v2["id"], v1["id"], plan["id"]]  # labelled first
+    assert ids(sort="newest", limit=1, offset=1) == [v2["id"]]
 
     tagged = alice.tag_adapter(plan["id"], {"team": "research", "stage": "canary"})
     assert tagged["tags"] == {"stage": "canary", "team": "research"}
@@ -205,6 +209,8 @@ def test_tags_and_search(served: Served) -> None:
     assert done.returncode == 0, done.stderr
     listed = served.weact("adapter", "list", "--tag", "reviewed=yes", "--text", "REPORTS", "--json")
     assert [a["id"] for a in json.loads(listed.stdout)["items"]] == [v2["id"]]
+    newest = served.weact("adapter", "list", "--sort", "newest", "--limit", "1", "--json")
+    assert [a["id"] for a in json.loads(newest.stdout)["items"]] == [plan["id"]]
     pushed = served.weact(
         "adapter", "push", served.adapter_dir("v3", seed=8), "--capability", "write",
         "--tag", "team=ops", "--tag", "run=42", "--json",

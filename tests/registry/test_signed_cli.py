@@ -175,3 +175,55 @@ def test_a_development_registry_takes_unsigned_pushes_and_serves_signatures(
             headers={"Authorization": f"Bearer {alice}"},
         ).json()
         assert listed == {"adapter_id": pushed["id"], "strict": False, "items": []}
+
+
+def test_approvers_sign_channel_revisions_and_the_registry_signs_timestamps(
+    weact: Weact, strict: EmbeddedRegistry, tmp_path: Path
+) -> None:
+    from registry.trust import TrustRoot
+    from registry.trust.channel import check_timestamp, verify_revision_metadata, verify_timestamp
+
+    admin, alice, bob = (
+        token(strict, "root", "admin"),
+        token(strict, "alice", "publisher"),
+        token(strict, "bob", "approver"),
+    )
+    factories.write_backbone(tmp_path / "backbone")
+    weact.ok("backbone", "register", tmp_path / "backbone", "--name", "tiny", token=admin)
+    weact.ok("capability", "create", "write", "--description", "w", token=admin)
+    adapter = factories.write_adapter(tmp_path / "write", seed=5)
+    pushed = weact.ok(
+        "adapter", "push", adapter, "--capability", "write", "--key", "keys/pub.key", token=alice
+    )
+    weact.ok("approve", str(pushed["id"]), "--key", "keys/ap1.key", token=bob)
+    promote = ("promote", "prod", "--adapter", f"write={pushed['id']}", "--create")
+    revision = weact.ok(*promote, "--key", "keys/ap1.key", token=bob)["revision"]
+    sign = ("channel", "sign", "prod", "--revision", "1")
+    assert weact.ok(*sign, "--key", "keys/ap2.key", token=bob)["revision"] == 1
+    assert "already has a signature" in weact.fails(*sign, "--key", "keys/ap2.key", token=bob)
+    assert "not a valid one by an approver" in weact.fails(
+        *sign, "--key", "keys/stranger.key", token=bob
+    )
+    assert "has no revision 7" in weact.fails(
+        "channel", "sign", "prod", "--revision", "7", "--key", "keys/ap2.key", token=bob
+    )
+
+    headers = {"Authorization": f"Bearer {bob}"}
+    metadata = httpx.get(
+        f"{strict.url}/v1/channels/prod/revisions/1/metadata", headers=headers
+    ).json()
+    root = TrustRoot.load(weact.cwd / "root.json")
+    assert len(verify_revision_metadata(root, revision, metadata)) == 2
+
+    # the admins name the registry's timestamp key (made by `weact serve`) in the root
+    stamp_key = weact.cwd / "serve" / ".weact" / "timestamp.pub.json"
+    weact.ok("root", "add-key", "root.json", "timestamp", stamp_key)
+    for admin_key in ("keys/admin1.key", "keys/admin2.key"):
+        weact.run("root", "sign", "root.json", "--key", admin_key)
+    shown = weact.ok("root", "show", "root.json")
+    assert shown["version"] == 2
+    assert len(shown["roles"]["timestamp"]["keyids"]) == 1
+    stamp = httpx.get(f"{strict.url}/v1/channels/prod/timestamp", headers=headers).json()
+    check_timestamp(
+        verify_timestamp(TrustRoot.load(weact.cwd / "root.json"), "prod", stamp), revision
+    )

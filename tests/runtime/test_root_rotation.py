@@ -67,10 +67,14 @@ class World:
         return int(pushed["id"])
 
     def promote(self, adapters: dict[str, int]) -> int:
+        """A revision of `prod`, signed by approver1 (promoting) and approver2."""
         result = self.bob.promote(
-            "prod", adapters, backbone=self.backbone_root, order=ORDER, create=True
-        )
-        return int(result["revision"]["revision"])
+            "prod", adapters, backbone=self.backbone_root, order=ORDER, create=True,
+            signer=self.signer("approver1"),
+        )  # fmt: skip
+        number = int(result["revision"]["revision"])
+        self.bob.sign_channel_revision("prod", number, self.signer("approver2"))
+        return number
 
 
 def first_root(keys: Path) -> TrustRoot:

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,108 +29,34 @@ import pytest
 pytest.importorskip("peft")
 
 from sqlalchemy import update  # noqa: E402
-from support.fleet import PostgresUnavailable, fresh_pg_database  # noqa: E402
+from support.signed_world import (  # noqa: E402
+    DATABASES,
+    ORDER,
+    World,
+    attacker_adapter,
+    databases,
+    eventually,
+    followers,
+    refused,
+    world_of,
+)
 
 from registry.client import RegistryClient  # noqa: E402
 from registry.db.models import SqlAdapterSignature, SqlAdapterVersion  # noqa: E402
 from registry.db.session import Database, session_scope  # noqa: E402
 from registry.domain import Principal, Role  # noqa: E402
-from registry.errors import InvalidError  # noqa: E402
-from registry.launcher import EmbeddedRegistry, embedded_registry  # noqa: E402
 from registry.services import adapters as adapter_services  # noqa: E402
 from registry.services.channels import PromoteRequest, promote  # noqa: E402
-from registry.trust import (  # noqa: E402
-    APPROVE,
-    PUBLISH,
-    TrustRoot,
-    create_key,
-    load_public_key,
-    load_signer,
-    sign_identity,
-)
+from registry.trust import APPROVE, PUBLISH, TrustRoot, sign_identity  # noqa: E402
 from registry.trust.statements import AdapterIdentity  # noqa: E402
-from runtime.follow import ChannelFollower  # noqa: E402
-from runtime.tiny import build_tiny_adapter  # noqa: E402
 from storage.local import LocalBlobStore  # noqa: E402
-from storage.manifest import manifest_of_path  # noqa: E402
 
 logger = logging.getLogger(__name__)
-ORDER = ["plan", "search", "write"]
-KEYS = ("admin1", "admin2", "publisher", "approver1", "approver2", "approver3", "mallory")
 
 
-@dataclass
-class World:
-    server: EmbeddedRegistry
-    keys: Path
-    root_path: Path
-    admin: RegistryClient
-    alice: RegistryClient  # publisher
-    bob: RegistryClient  # approver
-    carol: RegistryClient  # approver
-    backbone_root: str
-    adapters: dict[str, int] = field(default_factory=dict)
-
-    def signer(self, name: str) -> Any:
-        return load_signer(self.keys / f"{name}.key")
-
-    def public(self, name: str) -> Any:
-        return load_public_key(self.keys / f"{name}.pub.json")
-
-    def publish(self, directory: Path, capability: str, approvers: tuple[str, ...]) -> int:
-        """Push signed by the publisher key, approval signed by `approvers`, approved."""
-        pushed = self.alice.push_adapter(
-            directory,
-            capability=capability,
-            backbone=self.backbone_root,
-            signer=self.signer("publisher"),
-        )
-        for name in approvers:
-            self.bob.sign_approval(pushed["id"], self.signer(name))
-        self.bob.approve(pushed["id"])
-        return int(pushed["id"])
-
-    def promote(self, channel: str, adapters: dict[str, int]) -> int:
-        """A revision serving `adapters` (the current one if it already does)."""
-        try:
-            result = self.bob.promote(
-                channel, adapters, backbone=self.backbone_root, order=ORDER, create=True
-            )
-        except InvalidError as exc:
-            if "changes nothing" not in str(exc):
-                raise
-            return int(self.bob.get_channel(channel)["revision"])
-        return int(result["revision"]["revision"])
-
-    def node(self) -> RegistryClient:
-        token = self.admin.create_token(name="nodes", role="node")["token"]
-        return RegistryClient(self.server.url, token)
-
-
-def make_root(keys: Path) -> TrustRoot:
-    public = {name: load_public_key(keys / f"{name}.pub.json") for name in KEYS}
-    root = TrustRoot.create([public["admin1"], public["admin2"]], threshold=2)
-    root.add_key("publish:*", public["publisher"])
-    for name in ("approver1", "approver2", "approver3"):
-        root.add_key("approve:prod", public[name])
-    root.set_threshold("approve:prod", 2)
-    for name in ("admin1", "admin2"):
-        root.sign(load_signer(keys / f"{name}.key"))
-    return root
-
-
-@pytest.fixture(
-    scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
+@pytest.fixture(scope="module", params=DATABASES)
 def database(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    if request.param == "sqlite":
-        yield None
-        return
-    try:
-        with fresh_pg_database("weact_trust") as url:
-            yield url
-    except PostgresUnavailable as exc:
-        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 unavailable: {exc}")
+    yield from databases(request.param)
 
 
 @pytest.fixture(scope="module")
@@ -141,90 +66,12 @@ def world(
     tiny_backbone: Path,
     tiny_adapters: dict[str, Path],
 ) -> Iterator[World]:
-    keys = tmp_path_factory.mktemp("keys")
-    for name in KEYS:
-        create_key(keys, name)
-    root_path = keys / "root.json"
-    make_root(keys).save(root_path)
-    with embedded_registry(tmp_path_factory.mktemp("registry"), database_url=database) as server:
-        admin = RegistryClient(server.url, server.bootstrap_token("root", "admin"))
-        tokens = {
-            name: admin.create_token(name=name, role=role)["token"]
-            for name, role in (("alice", "publisher"), ("bob", "approver"), ("carol", "approver"))
-        }
-        backbone = manifest_of_path(tiny_backbone).to_json()
-        root = admin.register_backbone(name="tiny", manifest=backbone)["root"]
-        for order, name in enumerate(ORDER):
-            admin.create_capability(name=name, description=f"{name} it.", order=order)
-        clients = {name: RegistryClient(server.url, token) for name, token in tokens.items()}
-        w = World(
-            server, keys, root_path, admin, clients["alice"], clients["bob"], clients["carol"], root
-        )
-        for capability, path in tiny_adapters.items():
-            w.adapters[capability] = w.publish(path, capability, ("approver1", "approver2"))
-        yield w
-        for client in (admin, *clients.values()):
-            client.close()
+    yield from world_of(database, tmp_path_factory, tiny_backbone, tiny_adapters)
 
 
 @pytest.fixture
-def follow(
-    world: World, tiny_backbone: Path, tmp_path: Path
-) -> Iterator[Callable[..., ChannelFollower]]:
-    from runtime.engines.peft import PeftEngine
-
-    started: list[tuple[ChannelFollower, RegistryClient]] = []
-
-    def start(channel: str, node_id: str, trust: TrustRoot | None) -> ChannelFollower:
-        client = world.node()
-        follower = ChannelFollower(
-            client,
-            PeftEngine(tiny_backbone),
-            channel,
-            node_id,
-            tmp_path / node_id,
-            wait_s=1,
-            retry_s=0.2,
-            heartbeat_s=0.5,
-            trust=trust,
-        )
-        started.append((follower, client))
-        follower.start()
-        return follower
-
-    yield start
-    for follower, client in started:
-        follower.stop()
-        client.close()
-
-
-def eventually(check: Callable[[], bool], timeout: float = 20.0) -> float:
-    """Seconds until `check()` held."""
-    start = time.monotonic()
-    while not check():
-        assert time.monotonic() - start < timeout, "condition not met in time"
-        time.sleep(0.05)
-    return time.monotonic() - start
-
-
-def refused(world: World, follower: ChannelFollower, revision: int, served: int) -> str:
-    """Wait until the node heard of `revision` and refused it; it still serves `served`."""
-    eventually(lambda: (follower.head or 0) >= revision and "not trusted" in follower.last_error)
-    assert follower.revision == served
-    assert follower.engine.audit().ok
-    row = {n["id"]: n for n in world.admin.list_nodes()}[follower.node_id]
-    eventually(
-        lambda: (
-            "not trusted"
-            in {n["id"]: n for n in world.admin.list_nodes()}[follower.node_id]["audit"]["detail"]
-        )
-    )
-    assert row["revision"] == served
-    return follower.last_error
-
-
-def attacker_adapter(tiny_backbone: Path, tmp_path: Path, seed: int) -> Path:
-    return build_tiny_adapter(tiny_backbone, tmp_path / f"evil{seed}", seed=seed)
+def follow(world: World, tiny_backbone: Path, tmp_path: Path) -> Iterator[Any]:
+    yield from followers(world, tiny_backbone, tmp_path)
 
 
 def test_a_node_with_the_root_serves_a_revision_its_keys_signed(world: World, follow) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import Field
@@ -77,6 +77,10 @@ def get_adapters(
     q: Annotated[
         str | None, Query(min_length=1, max_length=256, description="Text in the model card.")
     ] = None,
+    sort: Annotated[
+        Literal["oldest", "newest", "name", "state", "label"],
+        Query(description="Order: oldest (default), newest, name, state or label first."),
+    ] = "oldest",
 ) -> Page:
     with state.db.read() as session:
         return adapters.list_adapters(
@@ -90,6 +94,7 @@ def get_adapters(
             label=label,
             parent_id=parent,
             text=q,
+            sort=sort,
         )
 
 

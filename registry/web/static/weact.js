@@ -29,6 +29,15 @@ document.addEventListener("DOMContentLoaded", () => {
     button.hidden = false;
     button.addEventListener("click", () => copyText(button));
   }
+  // a long line of versions: show the page's own version, not the line's first
+  for (const graph of document.querySelectorAll(".graph")) {
+    const current = graph.querySelector(".node.current rect");
+    if (current) {
+      const box = current.getBoundingClientRect();
+      const frame = graph.getBoundingClientRect();
+      graph.scrollLeft += box.left - frame.left - (frame.width - box.width) / 2;
+    }
+  }
   for (const form of document.querySelectorAll("form[data-confirm]")) {
     form.addEventListener("submit", (event) => {
       if (!window.confirm(form.dataset.confirm)) event.preventDefault();

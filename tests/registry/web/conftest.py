@@ -8,10 +8,12 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from harness import Harness, World, make_tokens, make_world
+from support.browser import launch_chromium
 from support.shots import Shots
 from webworld import Site, populate
 
@@ -57,6 +59,19 @@ def shared_site(read_site: Site) -> Iterator[Site]:
 def any_site(world: World) -> Site:
     """The populated registry on SQLite and on PostgreSQL."""
     return populate(world)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium under Playwright (see ``support.browser``), one per module."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = launch_chromium(playwright)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
 
 
 @pytest.fixture(scope="session")

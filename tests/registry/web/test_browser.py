@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from served import CARD, TAGS, Served, populate_served
-from support.browser import chromium_path, launch_chromium
+from support.browser import chromium_path
 from support.shots import Shots
 
 from registry.launcher import embedded_registry
@@ -29,18 +29,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     workdir = tmp_path_factory.mktemp("web-registry")
     with embedded_registry(workdir) as server:
         yield populate_served(server, workdir)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = launch_chromium(playwright)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def sign_in(page: Any, served: Served, who: str) -> None:
@@ -132,14 +120,17 @@ def test_version_page_shows_its_model_card_and_tags(
     browser: Any, served: Served, shots: Shots
 ) -> None:
     """write@2 was pushed with a README.md and tags: its page shows both, server-rendered
-    (JavaScript off), the card's markup as text."""
+    (JavaScript off), the card's markdown rendered and its HTML as text."""
     context = browser.new_context(viewport=VIEWPORT, java_script_enabled=False)
     page = context.new_page()
     sign_in(page, served, "reader")
     page.goto(f"{served.url}/adapters/{served.ids['write@2']}")
-    card = page.locator("#card pre.card-text")
-    assert card.inner_text().strip() == CARD.strip()
+    card = page.locator("#card .markdown")  # rendered from markdown on the server
+    assert card.locator("h1").inner_text() == "write++"
+    assert "Writes the report with <b>citations</b> kept" in card.inner_text()
     assert card.locator("b").count() == 0  # <b> in the card is text, not markup
+    source = page.locator("#card pre.card-source")  # in a folded <details>
+    assert source.text_content().strip() == CARD.strip()
     tags = page.inner_text("#card p.tags")
     for key, value in TAGS.items():
         assert f"{key}={value}" in tags

@@ -94,8 +94,9 @@ def test_adapter_page_shows_the_model_card_and_tags_escaped(site: Site) -> None:
     assert "Cites &lt;script&gt;alert(1)&lt;/script&gt; &amp; more." in page.text
     assert "<script>alert" not in page.text
     assert "note=&lt;i&gt;x&lt;/i&gt;" in page.text
+    assert '<div class="card-text markdown"><h1>write, tuned</h1>' in page.text  # rendered
     text = text_of(page.text)
-    assert "Model card dataset=kb-v2 note=<i>x</i> # write, tuned" in text
+    assert "Model card dataset=kb-v2 note=<i>x</i> write, tuned" in text
     assert "No model card recorded" not in text
 
 

@@ -7,7 +7,7 @@ import pytest
 from webworld import Site
 
 from registry.errors import InvalidError, NotFoundError
-from registry.services import page_models, page_queries
+from registry.services import page_compare, page_models, page_queries
 
 
 def test_gate_reports_newest_first_and_filtered(any_site: Site) -> None:
@@ -74,3 +74,36 @@ def test_counts_lag_and_comparisons(any_site: Site) -> None:
     assert [e.score for e in detail.evaluations] == [0.86]
     assert [a.name for a in detail.lineage.descendants] == ["write@3"]
     assert (pair.before.revision, pair.after.revision) == (1, 2)
+
+
+def test_scores_names_compare_and_filtered_events(any_site: Site) -> None:
+    """The reads behind the chart, the parents' names, the compare view and the audit
+    filters, on both databases."""
+    ids = any_site.ids
+    store = any_site.api.store
+    with any_site.api.db.read() as session:
+        series = page_queries.score_series(session=session, adapter_id=ids["write@3"])
+        names = page_queries.names_of(session=session, ids={ids["write@1"], ids["plan@1"], 10**6})
+        pair = page_compare.compare_adapters(
+            session=session, store=store, left_id=ids["write@2"], right_id=ids["write@3"]
+        )
+        line = page_models.adapter_detail(session=session, adapter_id=ids["write@3"]).lineage
+        approvals = page_queries.newest_events(session=session, action="adapter.approve")
+        family = page_queries.newest_events(session=session, action="channel.")
+        bob = page_queries.newest_events(session=session, actor="bob", subject="channel:prod")
+    points = series["write-quality@1"]
+    assert [(p.version, p.score) for p in points] == [(1, 0.8), (2, 0.86), (3, 0.5)]
+    assert names == {ids["write@1"]: "write@1", ids["plan@1"]: "plan@1"}
+    assert [a.name for a in line.ancestors] == ["write@1", "write@2"]  # oldest first
+    assert {row.field: row.same for row in pair.config}["parent"] is False
+    assert pair.tensors
+    assert all(t.change == "changed" for t in pair.tensors)
+    score = pair.scores[0]
+    assert (score.benchmark, score.left, score.right) == ("write-quality@1", 0.86, 0.5)
+    assert score.delta == pytest.approx(-0.36)
+    assert {e.action for e in approvals} == {"adapter.approve"}
+    assert len(approvals) == 5
+    assert family
+    assert all(e.action.startswith("channel.") for e in family)
+    assert bob
+    assert all((e.actor, e.subject) == ("bob", "channel:prod") for e in bob)

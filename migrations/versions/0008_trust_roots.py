@@ -1,7 +1,7 @@
 """trust roots (signed trust: the root versions a registry serves to its nodes)
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 
 - ``trust_roots``: each version of the TUF root metadata the registry serves, as its admins
   signed it; ``development`` marks a root the registry generated for itself (no --root).
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0007"
-down_revision: str | None = "0006"
+revision: str = "0008"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

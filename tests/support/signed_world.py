@@ -1,0 +1,247 @@
+"""A signed-trust world for tests (issue 28): a real `weact serve` (SQLite or PostgreSQL),
+keys, an offline root naming them (and the registry's timestamp key), signed adapters of
+every capability, and nodes (`ChannelFollower` over a PeftEngine) that follow a channel.
+
+A test module makes its fixtures from the generators here (`databases`, `world_of`,
+`followers`: see tests/runtime/test_signed_trust.py). Timestamps expire after
+`TIMESTAMP_EXPIRY_S` so a frozen registry shows within seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from registry.client import RegistryClient, Revision
+from registry.errors import InvalidError
+from registry.launcher import EmbeddedRegistry, embedded_registry
+from registry.trust import TrustRoot, create_key, load_public_key, load_signer
+from runtime.follow import ChannelFollower
+from runtime.tiny import build_tiny_adapter
+from storage.manifest import manifest_of_path
+from support.fleet import PostgresUnavailable, fresh_pg_database
+
+TIMESTAMP_EXPIRY_S = 4
+
+ORDER = ["plan", "search", "write"]
+KEYS = ("admin1", "admin2", "publisher", "approver1", "approver2", "approver3", "mallory")
+
+
+@dataclass
+class World:
+    server: EmbeddedRegistry
+    keys: Path
+    root_path: Path
+    admin: RegistryClient
+    alice: RegistryClient  # publisher
+    bob: RegistryClient  # approver
+    carol: RegistryClient  # approver
+    backbone_root: str
+    adapters: dict[str, int] = field(default_factory=dict)
+
+    def signer(self, name: str) -> Any:
+        return load_signer(self.keys / f"{name}.key")
+
+    def public(self, name: str) -> Any:
+        return load_public_key(self.keys / f"{name}.pub.json")
+
+    def publish(self, directory: Path, capability: str, approvers: tuple[str, ...]) -> int:
+        """Push signed by the publisher key, approval signed by `approvers`, approved."""
+        pushed = self.alice.push_adapter(
+            directory,
+            capability=capability,
+            backbone=self.backbone_root,
+            signer=self.signer("publisher"),
+        )
+        for name in approvers:
+            self.bob.sign_approval(pushed["id"], self.signer(name))
+        self.bob.approve(pushed["id"])
+        return int(pushed["id"])
+
+    def promote(
+        self,
+        channel: str,
+        adapters: dict[str, int],
+        signers: tuple[str, ...] = ("approver1", "approver2"),
+    ) -> int:
+        """A revision serving `adapters` (the current one if it already does), signed by
+        `signers`: the first as the promoting approver, the others co-signing."""
+        first, *others = signers or (None,)
+        try:
+            result = self.bob.promote(
+                channel,
+                adapters,
+                backbone=self.backbone_root,
+                order=ORDER,
+                create=True,
+                signer=self.signer(first) if first else None,
+            )
+        except InvalidError as exc:
+            if "changes nothing" not in str(exc):
+                raise
+            return int(self.bob.get_channel(channel)["revision"])
+        number = int(result["revision"]["revision"])
+        for name in others:
+            self.carol.sign_channel_revision(channel, number, self.signer(name))
+        return number
+
+    def node(self) -> RegistryClient:
+        return self.breached_node()
+
+    def breached_node(self) -> BreachedClient:
+        token = self.admin.create_token(name="nodes", role="node")["token"]
+        return BreachedClient(self.server.url, token)
+
+
+class BreachedClient(RegistryClient):
+    """A node's client of a registry an attacker controls: it can answer a channel read
+    with an older revision (`replay`, its real signatures with it) and keep serving the
+    last timestamp it had (`frozen`: it cannot sign a new one). Honest when both are None."""
+
+    replay: Revision | None = None
+    frozen: dict[str, Any] | None = None
+
+    def get_channel(self, name: str) -> Revision:
+        return self.replay if self.replay is not None else super().get_channel(name)
+
+    def channel_timestamp(self, channel: str) -> dict[str, Any]:
+        return self.frozen if self.frozen is not None else super().channel_timestamp(channel)
+
+
+def make_root(keys: Path, timestamp: Path | None = None) -> TrustRoot:
+    """Two of two admins; a publisher; approve:prod two of three; the registry's timestamp
+    key (its public key file `timestamp`) when given."""
+    public = {name: load_public_key(keys / f"{name}.pub.json") for name in KEYS}
+    root = TrustRoot.create([public["admin1"], public["admin2"]], threshold=2)
+    root.add_key("publish:*", public["publisher"])
+    if timestamp is not None:
+        root.add_key("timestamp", load_public_key(timestamp))
+    for name in ("approver1", "approver2", "approver3"):
+        root.add_key("approve:prod", public[name])
+    root.set_threshold("approve:prod", 2)
+    for name in ("admin1", "admin2"):
+        root.sign(load_signer(keys / f"{name}.key"))
+    return root
+
+
+DATABASES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+def databases(kind: str) -> Iterator[str | None]:
+    """None (SQLite) or a scratch PostgreSQL database's URL (skips without a server)."""
+    if kind == "sqlite":
+        yield None
+        return
+    try:
+        with fresh_pg_database("weact_trust") as url:
+            yield url
+    except PostgresUnavailable as exc:
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 unavailable: {exc}")
+
+
+def world_of(
+    database: str | None,
+    tmp_path_factory: pytest.TempPathFactory,
+    tiny_backbone: Path,
+    tiny_adapters: dict[str, Path],
+) -> Iterator[World]:
+    keys = tmp_path_factory.mktemp("keys")
+    for name in KEYS:
+        create_key(keys, name)
+    root_path = keys / "root.json"
+    workdir = tmp_path_factory.mktemp("registry")
+    with contextlib.ExitStack() as stack:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("WEACT_TIMESTAMP_EXPIRY_S", str(TIMESTAMP_EXPIRY_S))
+            server = stack.enter_context(embedded_registry(workdir, database_url=database))
+        # `weact serve` made its timestamp key beside the blob directory
+        make_root(keys, workdir / ".weact" / "timestamp.pub.json").save(root_path)
+        admin = RegistryClient(server.url, server.bootstrap_token("root", "admin"))
+        tokens = {
+            name: admin.create_token(name=name, role=role)["token"]
+            for name, role in (("alice", "publisher"), ("bob", "approver"), ("carol", "approver"))
+        }
+        backbone = manifest_of_path(tiny_backbone).to_json()
+        root = admin.register_backbone(name="tiny", manifest=backbone)["root"]
+        for order, name in enumerate(ORDER):
+            admin.create_capability(name=name, description=f"{name} it.", order=order)
+        clients = {name: RegistryClient(server.url, token) for name, token in tokens.items()}
+        w = World(
+            server, keys, root_path, admin, clients["alice"], clients["bob"], clients["carol"], root
+        )
+        for capability, path in tiny_adapters.items():
+            w.adapters[capability] = w.publish(path, capability, ("approver1", "approver2"))
+        yield w
+        for client in (admin, *clients.values()):
+            client.close()
+
+
+def followers(
+    world: World, tiny_backbone: Path, tmp_path: Path
+) -> Iterator[Callable[..., ChannelFollower]]:
+    from runtime.engines.peft import PeftEngine
+
+    started: list[tuple[ChannelFollower, RegistryClient]] = []
+
+    def start(
+        channel: str,
+        node_id: str,
+        trust: TrustRoot | None,
+        client: RegistryClient | None = None,
+        dest: str | None = None,
+    ) -> ChannelFollower:
+        client = client or world.node()
+        follower = ChannelFollower(
+            client,
+            PeftEngine(tiny_backbone),
+            channel,
+            node_id,
+            tmp_path / (dest or node_id),
+            wait_s=1,
+            retry_s=0.2,
+            heartbeat_s=0.5,
+            trust=trust,
+        )
+        started.append((follower, client))
+        follower.start()
+        return follower
+
+    yield start
+    for follower, client in started:
+        follower.stop()
+        client.close()
+
+
+def eventually(check: Callable[[], bool], timeout: float = 20.0) -> float:
+    """Seconds until `check()` held."""
+    start = time.monotonic()
+    while not check():
+        assert time.monotonic() - start < timeout, "condition not met in time"
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def refused(world: World, follower: ChannelFollower, revision: int, served: int) -> str:
+    """Wait until the node heard of `revision` and refused it; it still serves `served`."""
+    eventually(lambda: (follower.head or 0) >= revision and "not trusted" in follower.last_error)
+    assert follower.revision == served
+    assert follower.engine.audit().ok
+    row = {n["id"]: n for n in world.admin.list_nodes()}[follower.node_id]
+    eventually(
+        lambda: (
+            "not trusted"
+            in {n["id"]: n for n in world.admin.list_nodes()}[follower.node_id]["audit"]["detail"]
+        )
+    )
+    assert row["revision"] == served
+    return follower.last_error
+
+
+def attacker_adapter(tiny_backbone: Path, tmp_path: Path, seed: int) -> Path:
+    return build_tiny_adapter(tiny_backbone, tmp_path / f"evil{seed}", seed=seed)
