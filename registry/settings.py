@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     adapter_max_dims: int = Field(default=ADAPTER_MAX_DIMS, gt=0)
     adapter_max_elements: int = Field(default=ADAPTER_MAX_ELEMENTS, gt=0)
 
+    # Where a registry started without a root makes its development keys and root
+    # (registry.trust.development).
+    trust_dir: str = "./.weact/trust"
     # Signed trust (registry.trust): the offline root of trust (a TUF root.json) and whether
     # the registry refuses pushes and approvals that lack a signature meeting it.
     trust_root: str | None = None

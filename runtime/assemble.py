@@ -136,13 +136,14 @@ def channel_client(options: dict[str, Any]) -> Any:
     return client
 
 
-def _trust_root(path: Path | None) -> Any:
-    """The node's root of trust, verified (signed by its admin threshold), or None."""
+def _trust_root(path: Path | None, state_dir: Path) -> Any:
+    """The node's root of trust, verified (signed by its admin threshold) and following the
+    rotations the registry serves (kept under `state_dir`), or None."""
     if path is None:
         return None
-    from registry.trust import TrustRoot
+    from runtime.root_updates import RootChain
 
-    return TrustRoot.load(path)
+    return RootChain.open(path, state_dir / ".weact-trust")
 
 
 def start_follower(
@@ -167,7 +168,7 @@ def start_follower(
         wait_s=options["poll_wait"],
         heartbeat_s=options["heartbeat"],
         steps=steps,
-        trust=_trust_root(options.get("trust_root")),
+        trust=_trust_root(options.get("trust_root"), Path(dest)),
     )
     follower.start()
     return follower

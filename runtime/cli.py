@@ -141,7 +141,9 @@ def follow_options(fn: F) -> F:
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
             default=None,
             help="The offline root of trust (root.json): serve only adapters signed as it "
-            "requires (a trusted publisher, the channel's threshold of approvers).",
+            "requires (a trusted publisher, the channel's threshold of approvers). Newer "
+            "versions the registry serves are taken when its admin threshold signed them, "
+            "and kept in the library directory.",
         ),
         click.option(
             "--poll-wait",

@@ -47,6 +47,7 @@ from runtime.backoff import Backoff
 from runtime.engine import AdapterSpec, AuditReport
 from runtime.errors import AuditMismatchError, BackboneMismatchError, RuntimeEngineError
 from runtime.progress import Steps
+from runtime.root_updates import RootChain
 from runtime.sync import heartbeat, library_audit, pull_library
 from runtime.trusted import STATE_FILE, TrustState, check_freshness
 
@@ -104,7 +105,7 @@ class ChannelFollower:
         heartbeat_s: float = 10.0,
         join_s: float = 1.0,
         steps: Steps | None = None,
-        trust: TrustRoot | None = None,
+        trust: TrustRoot | RootChain | None = None,
     ) -> None:
         self.client = client
         self.engine = engine
@@ -117,7 +118,9 @@ class ChannelFollower:
         self.heartbeat_s = heartbeat_s
         self.join_s = join_s
         self.steps = steps  # told each install's steps (`pull_library`)
-        self.trust = trust  # the node's root of trust: only signed revisions are installed
+        # the node's root of trust: only signed revisions are installed; a RootChain also
+        # takes the root rotations the registry serves (runtime.root_updates)
+        self.trust = trust
         self.trust_state = TrustState.load(self.dest / STATE_FILE) if trust else None
         self.frozen = ""  # why the registry's timestamp is not fresh, "" when it is
         self.revision: int | None = None  # the revision served (last good)
@@ -154,7 +157,7 @@ class ChannelFollower:
         self._thread.start()
 
     def _pull_options(self) -> dict[str, Any]:
-        return {"steps": self.steps, "trust": self.trust, "trust_state": self.trust_state}
+        return {"steps": self.steps, "trust": self._root(), "trust_state": self.trust_state}
 
     def _check_backbone(self, revision: Revision) -> None:
         """Refuse, before pulling or loading anything, a channel of another backbone: one
@@ -213,6 +216,12 @@ class ChannelFollower:
             self._report()
             return False
         return True
+
+    def _root(self) -> TrustRoot | None:
+        """The root a revision is checked against, after the rotations the registry serves."""
+        if isinstance(self.trust, RootChain):
+            return self.trust.refresh(self.client)
+        return self.trust
 
     @contextmanager
     def pinned(self) -> Iterator[int | None]:
@@ -302,8 +311,9 @@ class ChannelFollower:
         if self.trust is None:
             return
         try:
-            frozen = check_freshness(self.client, self.channel, self.trust)
-        except RegistryError as exc:  # out of reach: the heartbeat will say so
+            root = self._root()  # a RootChain takes the rotations served, every heartbeat
+            frozen = check_freshness(self.client, self.channel, root) if root else ""
+        except RegistryError as exc:  # out of reach, or a root refused: the next sync says so
             logger.warning("timestamp of channel %r unavailable: %s", self.channel, exc)
             return
         if frozen and frozen != self.frozen:

@@ -106,6 +106,8 @@ REGISTRY: dict[str, list[str]] = {
         "--publish",
     ],  # fmt: skip
     "train publish": ["{published}", "--capability", "plan"],
+    "root publish": ["{root}"],  # {root}: a signed root of trust
+    "root status": [],
     "runtime serve": ["--backbone", "{backbone}", "--channel", "prod"],
     "benchmark create": ["b", "--dataset-digest", "0" * 64, "--metric", "em"],
     "benchmark list": [],
@@ -187,6 +189,16 @@ def write_safetensors(path: Path) -> Path:
     return path
 
 
+def _signed_root(tmp: Path) -> Path:
+    from registry.trust import TrustRoot, create_key, load_public_key, load_signer
+
+    private, public = create_key(tmp / "keys", "admin")
+    root = TrustRoot.create([load_public_key(public)], threshold=1)
+    root.sign(load_signer(private))
+    root.save(tmp / "root.json")
+    return tmp / "root.json"
+
+
 @pytest.fixture(scope="module")
 def placeholders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("unreachable")
@@ -206,6 +218,7 @@ def placeholders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     data.write_text("")
     suite = write_suite(generate_suite("research", 0, {"train": 1, "dev": 1, "test": 1}), tmp / "s")
     paths = {"peft": peft, "published": published, "backbone": backbone, "data": data}
+    paths["root"] = _signed_root(tmp)
     paths["suite"] = suite
     paths["key"] = create_key(tmp, "approver")[0]
     return {"tmp": str(tmp), **{key: str(value) for key, value in paths.items()}}

@@ -2,11 +2,13 @@
 
 weact train --capability C --data FILE --backbone PATH --out DIR [--adapter NAME=DIR ...]
             [--rank --alpha --targets --lr --epochs --batch --seed] [--init DIR]
-            [--publish [--registry URL] --token T [--parent ID] [--label L] [--allow-replay]]
+            [--publish [--registry URL] --token T [--parent ID] [--label L] [--allow-replay]
+             [--key K]]
 weact train --shared [--sequential] --data FILE --backbone PATH --out DIR   (baseline)
 weact train inspect FILE --backbone PATH [--capability C] [--json]
 weact train generate OUT [--n N] [--seed S] [--phases plan,search,write] [--write-style]
 weact train publish DIR --capability C [--registry URL] --token T [--parent ID] [--label L]
+                    [--key K]
 weact merge --method linear|ties|dare_ties --adapter [NAME=]DIR ... --out DIR
 weact eval nll ...                            (trainers/eval_cli.py)
 
@@ -101,6 +103,13 @@ def _registry_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--parent", "parent_id", type=int, help="Parent adapter id (an update)."),
         click.option("--label", help="Version label, e.g. write++."),
         click.option("--allow-replay", is_flag=True, help="Publish anyway, recording replay."),
+        click.option(
+            "--key",
+            "key_file",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="The publisher's private key: sign the version's identity, as "
+            "`weact adapter push --key` does (signed trust).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -110,8 +119,11 @@ def _registry_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _publish(directory: Path, capability: str, opts: dict[str, Any]) -> dict[str, Any]:
     from clikit.progress import transfer_progress
     from registry.client import RegistryClient
+    from registry.trust import load_signer
     from trainers.publish import publish_adapter
 
+    key_file = opts.get("key_file")
+    signer = load_signer(key_file) if key_file else None
     with (
         RegistryClient(opts["registry_url"], opts["token"]) as client,
         transfer_progress(f"publish {directory.name}") as progress,
@@ -124,18 +136,26 @@ def _publish(directory: Path, capability: str, opts: dict[str, Any]) -> dict[str
             label=opts.get("label"),
             allow_replay=bool(opts.get("allow_replay")),
             progress=progress,
+            signer=signer,
         )
     return dict(adapter)
 
 
 def _check_publishable(capability: str, opts: dict[str, Any]) -> None:
-    """Before any training: the registry answers, knows the capability (and the parent)."""
+    """Before any training: the key reads, the registry answers, knows the capability (and
+    the parent), and takes the push unsigned only when it is not strict."""
     from registry.client import RegistryClient
+    from registry.errors import UntrustedError
+    from registry.trust import load_signer
 
+    if opts.get("key_file"):
+        load_signer(opts["key_file"])
     with RegistryClient(opts["registry_url"], opts["token"]) as client:
         client.get_capability(capability)
         if opts.get("parent_id") is not None:
             client.get_adapter(opts["parent_id"])
+        if not opts.get("key_file") and client.get_trust()["strict"]:
+            raise UntrustedError("this registry is strict: sign the push (--key)")
 
 
 @click.group(invoke_without_command=True)

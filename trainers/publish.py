@@ -21,6 +21,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from securesystemslib.signer import Signer
+
 from registry.client import Adapter, ProgressCallback, RegistryClient
 from storage.digest import sha256_file
 from storage.errors import StorageError
@@ -134,9 +136,11 @@ def publish_adapter(
     label: str | None = None,
     allow_replay: bool = False,
     progress: ProgressCallback | None = None,
+    signer: Signer | None = None,
 ) -> Adapter:
     """Upload and register the adapter; nothing is uploaded when it is refused. `progress`
-    is told the bytes of each blob as it uploads."""
+    is told the bytes of each blob as it uploads; with `signer` (a publisher's key) the
+    version's identity is signed as `RegistryClient.push_adapter` does (signed trust)."""
     directory = Path(directory)
     training = read_training(directory)
     check_files_unchanged(training)
@@ -154,4 +158,5 @@ def publish_adapter(
         label=label,
         provenance=provenance(training, capability, bool(reasons)),
         progress=progress,
+        signer=signer,
     )

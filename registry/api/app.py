@@ -37,6 +37,7 @@ from registry.api.routes import (
     nodes,
     signatures,
     tokens,
+    trust,
 )
 from registry.api.schemas import RevisionPublic
 from registry.db.migrate import check_current
@@ -56,6 +57,7 @@ ROUTERS = (
     capabilities,
     adapters,
     signatures,
+    trust,
     evaluations,
     channels,
     channel_trust,

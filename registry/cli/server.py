@@ -88,7 +88,9 @@ def settings_of(**overrides: str | None) -> Any:
     envvar="WEACT_TRUST_ROOT",
     default=None,
     type=click.Path(exists=True, dir_okay=False),
-    help="The offline root of trust (root.json from `weact root`), for --strict.",
+    help="The offline root of trust (root.json from `weact root`), served to nodes and, "
+    "with --strict, enforced. Without it a development root is made under WEACT_TRUST_DIR "
+    "(default ./.weact/trust) on first start.",
 )
 @click.option(
     "--timestamp-key",
@@ -104,7 +106,7 @@ def settings_of(**overrides: str | None) -> Any:
     "--strict/--no-strict",
     envvar="WEACT_STRICT",
     default=False,
-    help="Refuse pushes and approvals without a signature that meets the root.",
+    help="Refuse pushes and approvals without a signature that meets the root (WEACT_STRICT=1).",
 )
 @fail_cleanly()
 @database_errors
@@ -135,12 +137,17 @@ def serve(
     WEACT_DATABASE_LOCK_TIMEOUT_S (default 30) bounds a write's wait for a database lock
     (then 503 with Retry-After); WEACT_ADAPTER_MAX_HEADER_BYTES (1 MiB),
     WEACT_ADAPTER_MAX_TENSORS, WEACT_ADAPTER_MAX_DIMS and WEACT_ADAPTER_MAX_ELEMENTS bound an
-    adapter's safetensors header.
+    adapter's safetensors header. Signed trust: --root/WEACT_TRUST_ROOT, --strict/WEACT_STRICT;
+    without a root, development keys and root are made under WEACT_TRUST_DIR (default
+    ./.weact/trust) on first start (docs/trust.md).
     """
     from registry.api.app import open_blob_store
     from registry.api.serving import default_workers, serve_registry, serve_workers
     from registry.app import APP_FACTORY, create_app
     from registry.db.migrate import upgrade
+    from registry.db.session import Database
+    from registry.services.trust_roots import install_root
+    from registry.trust import TrustRoot
     from storage import check_store
 
     settings = settings_of(
@@ -152,15 +159,20 @@ def serve(
     )
     settings.strict = strict
     check_store(open_blob_store(settings))  # before logging: a failure is one line
-    if strict:
-        from registry.services.signatures import strict_root
-
-        strict_root(settings.trust_root, True)  # a root that is missing or unsigned: exit 1
+    given = TrustRoot.load(Path(settings.trust_root)) if settings.trust_root else None
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     from registry.services.channel_trust import ensure_timestamp_key
 
     settings.timestamp_key = str(ensure_timestamp_key(settings))  # workers share one key
     upgrade(settings.database_url)
+    database = Database(settings.database_url)
+    try:
+        line = install_root(
+            database=database, given=given, trust_dir=Path(settings.trust_dir), strict=strict
+        )
+    finally:
+        database.dispose()
+    logging.getLogger("registry.trust").warning("%s", line)
     workers = workers or default_workers(settings.database_url)
     if workers == 1:
         serve_registry(create_app(settings), host=host, port=port, log_level=log_level)

@@ -1,6 +1,7 @@
-"""`weact key create`, `weact root init|add-key|revoke-key|threshold|sign|show`, `weact verify`.
+"""`weact key create`, `weact root init|add-key|revoke-key|threshold|sign|show|publish|status`,
+`weact verify`.
 
-Offline tools: none of them talks to a registry. A key pair is two files; the private one
+Offline tools but for `root publish` and `root status`. A key pair is two files; the private one
 stays with its owner. The root of trust is one `root.json` (python-tuf root metadata) that
 admins edit and sign in turn: an edit of a signed root makes the next version, unsigned, so
 that a rotation needs the admin threshold again.
@@ -11,6 +12,9 @@ that a rotation needs the admin threshold again.
     weact root add-key root.json approve:prod bob.pub.json
     weact root threshold root.json approve:prod 2
     weact root sign root.json --key a1.key; weact root sign root.json --key a2.key
+
+Two talk to a registry: `weact root publish root.json` hands it the next version (nodes
+take it from there), `weact root status` shows its mode and the version it serves.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from clikit.options import json_option
 from clikit.output import Output
-from registry.cli.base import fail_cleanly
+from registry.cli.base import client_command, fail_cleanly
+from registry.client import RegistryClient
 from registry.trust import TrustRoot, create_key, load_public_key, load_signer
 from registry.trust.offline import verify_directory
 
@@ -151,6 +157,34 @@ def root_show(path: Path, as_json: bool) -> None:
     """The roles, keys and thresholds of a root, and whether it verifies."""
     trust = TrustRoot.load(path)
     _show(trust, as_json)
+
+
+@root.command("publish")
+@click.argument("path", type=FILE)
+@client_command()
+def root_publish(client: RegistryClient, out: Output, path: Path) -> None:
+    """Hand the registry the next root version (an admin token); it serves it to nodes,
+    which accept it only when the admin threshold of the version they trust signed it."""
+    trust = TrustRoot.load(path)
+    out.show(
+        client.publish_trust_root(trust.metadata.to_dict()),
+        lambda r: f"the registry serves root version {r['version']} (after {r['previous']})",
+    )
+
+
+@root.command("status")
+@client_command()
+def root_status(client: RegistryClient, out: Output) -> None:
+    """The registry's mode (development or strict) and the root version it serves."""
+    out.show(client.get_trust(), _render_status)
+
+
+def _render_status(status: dict[str, Any]) -> str:
+    root = status["root"]
+    if root is None:
+        return f"{status['mode']}: no root of trust"
+    kind = "development root (keys on the registry's host)" if root["development"] else "root"
+    return f"{status['mode']}: {kind} version {root['version']}, expires {root['expires']}"
 
 
 @click.command("verify")

@@ -126,6 +126,18 @@ class Endpoints(ChannelEndpoints):
         """The signatures stored for a version (what counts is for a root to say)."""
         return cast(list[dict[str, Any]], self._get(f"/adapters/{adapter_id}/signatures")["items"])
 
+    def get_trust(self) -> dict[str, Any]:
+        """The registry's mode (strict or development) and the newest root version it serves."""
+        return cast(dict[str, Any], self._get("/trust"))
+
+    def get_trust_root(self, version: int | None = None) -> dict[str, Any]:
+        """Root version `version` (the newest without it): TUF metadata, unverified here."""
+        return cast(dict[str, Any], self._get("/trust/root", version=version))
+
+    def publish_trust_root(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """Publish the next root version (an admin; signed as TUF's rotation requires)."""
+        return cast(dict[str, Any], self._post("/trust/root", {"metadata": dict(metadata)}))
+
     def list_adapters(
         self,
         *,

@@ -285,6 +285,20 @@ class SqlEvent(Base):
     hash: Mapped[str] = mapped_column(DIGEST, unique=True)
 
 
+class SqlTrustRoot(Base):
+    """One version of the root of trust this registry serves (registry.trust): the TUF root
+    metadata as its admins signed it. Nodes fetch the versions after theirs and verify each
+    against the one before (TUF's rotation rule); the registry vouches for none of them."""
+
+    __tablename__ = "trust_roots"
+
+    version: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    metadata_json: Mapped[str] = mapped_column("metadata", Text)
+    development: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class SqlAdapterSignature(Base):
     """A DSSE envelope signing an adapter's identity (registry.trust): by its publisher or
     an approver. Stored and served as given; what counts is decided by the offline root."""

@@ -2,8 +2,9 @@
 
 The registry is not what makes a signature count (nodes check against their own copy of the
 offline root: registry.trust). It stores every envelope whose statement names the adapter's
-identity exactly, serves them with the version, and, in strict mode (`trust_root` set and
-`strict` on), refuses a push or an approval whose signature does not meet the root.
+identity exactly, serves them with the version, and, in strict mode (`strict` on), refuses
+a push or an approval whose signature does not meet the newest root it serves
+(registry.services.trust_roots).
 
     add_signature(session=s, actor=p, adapter_id=7, envelope=env, root=None)
     list_signatures(session=s, adapter_id=7)
@@ -11,9 +12,6 @@ identity exactly, serves them with the version, and, in strict mode (`trust_root
 
 from __future__ import annotations
 
-import functools
-import os
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -150,21 +148,6 @@ def list_signatures(*, session: Session, adapter_id: int) -> list[dict[str, Any]
         }
         for r in rows
     ]
-
-
-def strict_root(trust_root: str | None, strict: bool) -> TrustRoot | None:
-    """The root a strict registry checks against (None: not strict)."""
-    if not strict:
-        return None
-    if not trust_root:
-        raise UntrustedError("strict mode needs a trust root (WEACT_TRUST_ROOT / --root)")
-    path = Path(trust_root)
-    return _load_root(str(path), os.stat(path).st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=4)
-def _load_root(path: str, mtime_ns: int) -> TrustRoot:
-    return TrustRoot.load(Path(path))
 
 
 def register_signed_adapter(

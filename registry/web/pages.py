@@ -28,7 +28,7 @@ from registry.api.schemas import MAX_DB_INT
 from registry.domain import AdapterState
 from registry.errors import InvalidError
 from registry.names import check_name
-from registry.services import page_compare, page_models, page_queries
+from registry.services import page_compare, page_models, page_queries, trust_roots
 from registry.web.chart import score_charts
 from registry.web.deps import Viewer
 from registry.web.diff import diff_revisions, history
@@ -72,13 +72,14 @@ def _blank(value: str | None) -> str | None:
 def overview(request: Request, state: StateDep, user: Viewer, waiting: PageNumber = 1) -> Response:
     with state.db.read() as session:
         data = page_models.overview(session=session, waiting_page=waiting)
+        trust = trust_roots.trust_status(session=session, strict=state.settings.strict)
     pages = pager(
         waiting,
         data.candidates.total,
         page_models.WAITING_PER_PAGE,
         lambda n: query_url("/", {}, waiting=n) + "#waiting",
     )
-    return page(request, "overview.html", user=user, data=data, pager=pages)
+    return page(request, "overview.html", user=user, data=data, pager=pages, trust=trust)
 
 
 @router.get("/capabilities")

@@ -20,7 +20,7 @@ from registry.api.schemas import (
     LineagePublic,
 )
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page
-from registry.services import adapters, lifecycle, signatures, tags
+from registry.services import adapters, lifecycle, signatures, tags, trust_roots
 
 router = APIRouter(tags=["adapters"])
 
@@ -49,7 +49,7 @@ def post_adapter(body: AdapterCreate, state: StateDep, actor: Publisher) -> Adap
         provenance=body.provenance.model_dump(),
         tags=body.tags,
     )
-    root = signatures.strict_root(state.settings.trust_root, state.settings.strict)
+    root = trust_roots.enforced_root(database=state.db, strict=state.settings.strict)
     return signatures.register_signed_adapter(
         database=state.db,
         store=state.store,
@@ -135,7 +135,7 @@ def get_lineage(adapter_id: AdapterId, state: StateDep, _reader: Reader) -> Line
 def approve(
     adapter_id: AdapterId, body: Decision, state: StateDep, actor: Approver
 ) -> AdapterVersion:
-    root = signatures.strict_root(state.settings.trust_root, state.settings.strict)
+    root = trust_roots.enforced_root(database=state.db, strict=state.settings.strict)
     with state.db.write() as session:
         signatures.require_signed_approval(session=session, root=root, adapter_id=adapter_id)
         return lifecycle.approve_adapter(

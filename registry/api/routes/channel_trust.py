@@ -12,9 +12,8 @@ from registry.api.paths import ChannelName
 from registry.api.responses import READ, errors
 from registry.api.schemas import MAX_DB_INT, In, Out
 from registry.names import check_name
-from registry.services import channel_trust
+from registry.services import channel_trust, trust_roots
 from registry.services.revisions import get_revision
-from registry.services.signatures import strict_root
 
 router = APIRouter(tags=["channels"])
 
@@ -60,7 +59,7 @@ def post_revision_signature(
 ) -> dict[str, Any]:
     """An approver's signature of the revision's metadata (checked when strict)."""
     check_name("channel", name)
-    root = strict_root(state.settings.trust_root, state.settings.strict)
+    root = trust_roots.enforced_root(database=state.db, strict=state.settings.strict)
     with state.db.write() as session:
         return channel_trust.add_revision_signature(
             session=session,

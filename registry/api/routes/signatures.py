@@ -11,7 +11,7 @@ from registry.api.deps import Reader, StateDep
 from registry.api.responses import READ, errors
 from registry.api.schema_types import JsonObject
 from registry.api.schemas import MAX_DB_INT, In, Out
-from registry.services import signatures
+from registry.services import signatures, trust_roots
 
 router = APIRouter(tags=["signatures"])
 
@@ -53,7 +53,7 @@ def post_signature(
 ) -> dict[str, Any]:
     """A publisher's or an approver's signature of the version's identity (which one the
     signed statement says; the token must have that role)."""
-    root = signatures.strict_root(state.settings.trust_root, state.settings.strict)
+    root = trust_roots.enforced_root(database=state.db, strict=state.settings.strict)
     with state.db.write() as session:
         return signatures.add_signature(
             session=session, actor=actor, adapter_id=adapter_id, envelope=body.envelope, root=root

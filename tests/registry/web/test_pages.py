@@ -39,6 +39,7 @@ def test_overview(read_site: Site) -> None:
     assert "node-1 · prod r1 1 behind audit ok" in text
     assert "chain intact" in text
     assert "refused prod on r2" in text
+    assert "development unsigned accepted · no root" in text  # no weact serve: no root made
 
 
 def test_capabilities_and_backbones(read_site: Site) -> None:
