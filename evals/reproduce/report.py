@@ -95,6 +95,38 @@ def common_answers(
     return out
 
 
+CHOOSERS = ("weact_soft",)  # the methods whose model chooses its adapters
+
+
+def sequence_lines(
+    results: Mapping[str, Mapping[str, Any]], phases: Mapping[str, Sequence[str]]
+) -> list[str]:
+    """Per kind, what the choosing methods loaded: how often exactly the question's phases in
+    order (plan -> search -> write, or with code), a skipped phase, a repeated load, nothing,
+    and the most frequent sequences. `phases`: item id -> the question's phases."""
+    lines = []
+    for method in [m for m in CHOOSERS if m in results]:
+        lines += [f"{LABELS[method]}: adapters loaded per test question, by kind", ""]
+        head = "question's phases in order | skipped a phase | repeated a load | loaded none"
+        lines += [f"| kind | n | {head} | most frequent sequences |", "|---" * 7 + "|"]
+        by_kind: dict[str, list[Any]] = {}
+        for item_id, r in sorted(results[method].items()):
+            by_kind.setdefault(r.score.kind, []).append((r.loads, tuple(phases.get(item_id, ()))))
+        for kind in [k for k in KINDS if k in by_kind]:
+            rows = by_kind[kind]
+            exact = sum(1 for loads, gold in rows if tuple(loads) == gold)
+            skipped = sum(1 for loads, gold in rows if set(gold) - set(loads))
+            repeated = sum(1 for loads, _ in rows if len(set(loads)) < len(loads))
+            none = sum(1 for loads, _ in rows if not loads)
+            seqs = Counter(" -> ".join(loads) or "(none)" for loads, _ in rows).most_common(3)
+            common = "; ".join(f"{seq} ({count})" for seq, count in seqs)
+            lines.append(
+                f"| {kind} | {len(rows)} | {exact} | {skipped} | {repeated} | {none} | {common} |"
+            )
+        lines.append("")
+    return lines
+
+
 def answer_lines(answers: Mapping[str, tuple[str, int, int]]) -> list[str]:
     lines = ["| Method | most frequent answer | items |", "|---|---|---|"]
     for method in [m for m in METHODS if m in answers]:
@@ -257,6 +289,7 @@ def write_report(
     run: Mapping[str, Any],
     cuts: Sequence[str],
     answers: Mapping[str, tuple[str, int, int]] | None = None,
+    sequences: Sequence[str] = (),
 ) -> Path:
     lines = ["# make reproduce", ""]
     lines += [f"- {k}: {v}" for k, v in run.items()]
@@ -266,6 +299,7 @@ def write_report(
     bad = degenerate(rows)
     lines += ["", "Methods at 0 % or 100 % on every kind: " + (", ".join(bad) or "none"), ""]
     lines += [f"![chart]({run.get('chart_file', 'reproduce.png')})", ""]
+    lines += list(sequences)
     if answers:
         lines += ["What each method answered most often (whitespace collapsed):", ""]
         lines += answer_lines(answers) + [""]
