@@ -96,7 +96,10 @@ class SoftPolicy(Policy):
 
     def to_json(self) -> dict[str, Any]:
         guesses = {str(k): v for k, v in self.guesses.items()}
-        return {"kind": self.kind, "guesses": guesses, "constrained": self.constrained}
+        out: dict[str, Any] = {"kind": self.kind, "guesses": guesses}
+        if self.constrained:  # named only when on: the plain soft policy's JSON is unchanged
+            out["constrained"] = True
+        return out
 
 
 def make_policy(
