@@ -205,6 +205,11 @@ def power_lines(rows: Mapping[str, Mapping[str, float]]) -> list[str]:
         return []
     n = int(ref["n"])
     d = min_discordant()
+    bound = (
+        f"so no difference below {100 * d / n:.1f} points can be significant at n = {n}"
+        if d <= n
+        else f"so no difference can be significant at n = {n}"
+    )
     lines = [
         f"Paired test: WeAct-hard against each method on the same {n} test questions; the "
         "interval is a seeded paired bootstrap of the EM difference (2,000 resamples, "
@@ -212,16 +217,22 @@ def power_lines(rows: Mapping[str, Mapping[str, float]]) -> list[str]:
         "intervals are Wilson's, the mean's a seeded bootstrap.",
         "",
         f"Power: an exact McNemar test at 0.05 needs at least {d} discordant questions all "
-        f"one way, so no difference below {100 * d / n:.1f} points can be significant at "
-        f"n = {n}; at the discordance observed, the difference detected with 80 % power is:",
+        f"one way, {bound}; at the discordance observed, the difference detected with 80 % "
+        "power (normal approximation, never below that bound) is:",
         "",
     ]
     for method in [m for m in METHODS if m in rows and "p" in rows[m]]:
         r = rows[method]
         sig = "significant" if r["p"] < 0.05 else "not significant"
+        k = int(r["discordant"])
+        detectable = (
+            f"detectable {max(r['mdd80'], 100 * d / n):.1f} points"
+            if k
+            else "no discordant question, nothing to detect from"
+        )
         lines.append(
-            f"- {LABELS[method]}: {int(r['discordant'])} discordant, detectable "
-            f"{r['mdd80']:.1f} points; observed {0.0 - r['delta']:+.1f} ({sig})"
+            f"- {LABELS[method]}: {k} discordant, {detectable}; "
+            f"observed {0.0 - r['delta']:+.1f} ({sig})"
         )
     return lines
 

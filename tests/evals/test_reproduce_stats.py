@@ -122,4 +122,7 @@ def test_the_table_prints_intervals_and_the_paired_column() -> None:
     power = "\n".join(power_lines(rows))
     assert "at least 6 discordant" in power
     assert "below 15.0 points" in power
-    assert "Single LoRA (one shared LoRA, all phases): 20 discordant" in power
+    assert "Single LoRA (one shared LoRA, all phases): 20 discordant, detectable 31.3" in power
+    assert "TIES merge: 0 discordant, no discordant question" in power
+    few = table({m: dict(list(r.items())[:5]) for m, r in results.items()})
+    assert "no difference can be significant at n = 5" in "\n".join(power_lines(few))
