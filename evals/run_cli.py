@@ -113,7 +113,7 @@ def _post(options: dict[str, Any], suite: Any, results: Mapping[str, Any], key: 
     type=click.Choice(["hard", "soft", "choice"]),
     default="hard",
     show_default=True,
-    help="choice: the soft policy, its moves decoded under a constraint (reference engine).",
+    help="choice: the soft policy, its moves decoded under a constraint.",
 )
 @click.option(
     "--split", type=click.Choice(["train", "dev", "test"]), default="test", show_default=True

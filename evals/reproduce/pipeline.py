@@ -157,13 +157,8 @@ def cuts(sizes: Sizes, engine: str) -> list[str]:
         "capability-scoped benchmarks), not end-task exact match, to keep it within budget",
         "WeAct-soft: the bare backbone chooses the adapters, no router trained; whenever no "
         "adapter is active the runtime offers only the valid moves (load a capability, or "
-        "close) and the engine decodes them under a mask (the constrained soft policy); "
-        + (
-            ""
-            if engine == "peft"
-            else "on this engine it is not reachable: plain soft, "
-            "which rarely loads any (backbone turns are never supervised in training)"
-        ),
+        "close) and the engine decodes them under a mask (the constrained soft policy: a "
+        "logits mask on the reference engine, vLLM's allowed_token_ids where options part)",
         "backbone only: no adapter at all (the bare backbone with the suite's tools, no "
         "load_lora / offload_lora, no prescribed phases)",
     ]
@@ -226,8 +221,7 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
         publish(results, continual, f"partial: {len(results)} of {len(ALL_METHODS)} methods")
 
     def episodes(methods: tuple[str, ...], served: Path, plan_file: str) -> None:
-        soft = "choice" if engine == "peft" else "soft"
-        runs = method_runs(built, results_dir, methods, soft)
+        runs = method_runs(built, results_dir, methods)
         plan = Plan(str(suite_dir), str(served), engine, runs,
                     sizes.max_new_tokens, sizes.max_steps, sizes.concurrency,
                     sizes.max_phase_steps, sizes.max_episode_tokens)  # fmt: skip
