@@ -1,7 +1,7 @@
 """`weact eval run`: a suite split through the agent loop for a library; scored; posted.
 
 weact eval run --suite DIR --backbone PATH|smollm2 --adapter CAP=DIR ... --results FILE
-               [--policy hard|soft] [--split test] [--limit N] [--concurrency 4]
+               [--policy hard|soft|choice] [--split test] [--limit N] [--concurrency 4]
                [--max-new-tokens 96] [--max-steps 12] [--engine peft|vllm] [--runtime-switches]
                [--max-phase-steps N] [--max-episode-tokens N]
                [--post --registry URL --token T (--library-digest D | --adapter-id CAP=ID ...)]
@@ -108,7 +108,13 @@ def _post(options: dict[str, Any], suite: Any, results: Mapping[str, Any], key: 
 @click.option("--backbone", required=True, help="Backbone directory, or 'smollm2'.")
 @click.option("--adapter", "adapters", multiple=True, help="CAPABILITY=DIR (repeat).")
 @click.option("--results", required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--policy", type=click.Choice(["hard", "soft"]), default="hard", show_default=True)
+@click.option(
+    "--policy",
+    type=click.Choice(["hard", "soft", "choice"]),
+    default="hard",
+    show_default=True,
+    help="choice: the soft policy, its moves decoded under a constraint.",
+)
 @click.option(
     "--split", type=click.Choice(["train", "dev", "test"]), default="test", show_default=True
 )

@@ -60,6 +60,7 @@ class ItemResult:
     finish_reason: str | None
     decoded: int  # tokens generated in the episode
     elapsed_s: float
+    loads: tuple[str, ...] = ()  # the capabilities loaded, in order (repeats kept)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,13 +68,17 @@ class ItemResult:
             "finish_reason": self.finish_reason,
             "decoded": self.decoded,
             "elapsed_s": round(self.elapsed_s, 3),
+            "loads": list(self.loads),
         }
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> ItemResult:
         fields = {k: obj[k] for k in ("id", "kind", "answer", "em", "f1", "doc_recall")}
         score = ItemScore(**fields, plan_coverage=obj["plan_coverage"])
-        return cls(score, obj.get("finish_reason"), int(obj["decoded"]), float(obj["elapsed_s"]))
+        loads = tuple(str(c) for c in obj.get("loads", ()))
+        return cls(
+            score, obj.get("finish_reason"), int(obj["decoded"]), float(obj["elapsed_s"]), loads
+        )
 
 
 class ResultsLog:
@@ -131,7 +136,9 @@ class SuiteToolbox(McpToolbox):
 
 @dataclass
 class EpisodeSettings:
-    policy: str = "hard"  # "hard": the question's phases; "soft": the model chooses
+    # "hard": the question's phases; "soft": the model chooses; "choice": the model chooses
+    # under the constrained soft policy (only valid moves, decoded under a mask)
+    policy: str = "hard"
     max_steps: int = 12
     max_new_tokens: int = 96
     concurrency: int = 4
@@ -144,8 +151,8 @@ class EpisodeSettings:
 def _policy(kind: str, question: Question, library: Sequence[str]) -> Any:
     from runtime.policy import make_policy
 
-    if kind == "soft":
-        return make_policy("soft", library=library)
+    if kind in ("soft", "choice"):
+        return make_policy("soft", library=library, constrained=kind == "choice")
     order = [p for p in question.phases if p in library]
     return make_policy("hard", order, library)
 
@@ -170,7 +177,8 @@ async def _episode(
     try:
         await Agent(engine.tokenizer, toolbox, config).run(episode, question.question)
         score = score_episode(question, episode.messages)
-        return ItemResult(score, episode.finish_reason, episode.decoded, episode.elapsed_s)
+        loads = tuple(episode.control.loaded)
+        return ItemResult(score, episode.finish_reason, episode.decoded, episode.elapsed_s, loads)
     finally:
         manager.close_all()
 

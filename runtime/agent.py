@@ -27,6 +27,7 @@ from runtime.chat import (
     encode_turns,
     parse_reply,
 )
+from runtime.choice import choice_options, chosen_move
 from runtime.engine import Config, GenerationResult
 from runtime.episode import Episode, StepRecord
 from runtime.lora_tools import (
@@ -37,6 +38,7 @@ from runtime.lora_tools import (
     lora_tool_schemas,
 )
 from runtime.mcp_client import McpToolbox
+from runtime.policy import SoftPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +132,16 @@ class Agent:
                     return
                 await self._force(episode, forced)
                 continue
+            if _chooses(episode) and episode.session.active is None:
+                gen = await self._choose(episode)
+                generated += 1
+                if gen.reply.calls:
+                    await self._run_calls(episode, gen)
+                    continue
+                self._record(episode, gen, switch_s=0.0)  # the closing reply: answer
+                episode.answer = self._last_text(episode, skip=1) or gen.reply.content
+                episode.finish_reason = "answer"
+                return
             loaded = len(episode.control.loaded)
             phase, in_phase = loaded, (in_phase + 1 if loaded == phase else 1)
             gen = await self._generate(episode)
@@ -138,6 +150,9 @@ class Agent:
                 await self._run_calls(episode, gen)
                 continue
             self._record(episode, gen, switch_s=0.0)
+            if _chooses(episode):  # a phase ended without offloading: the runtime offloads
+                await self._force(episode, None)
+                continue
             forced = episode.policy.forced_next(episode.control.loaded)
             if forced is None:
                 episode.answer, episode.finish_reason = gen.reply.content, "answer"
@@ -163,8 +178,10 @@ class Agent:
         return min(self.config.max_new_tokens, budget - episode.decoded)  # > 0: `_loop` checked
 
     @staticmethod
-    def _last_text(episode: Episode) -> str:
-        said = (m for m in reversed(episode.messages) if m.get("role") == "assistant")
+    def _last_text(episode: Episode, skip: int = 0) -> str:
+        """The last non-empty assistant text, passing over the last `skip` messages."""
+        messages = episode.messages[: len(episode.messages) - skip]
+        said = (m for m in reversed(messages) if m.get("role") == "assistant")
         return next((t for m in said if (t := m.get("content") or "").strip()), "")
 
     def _push(self, episode: Episode, message: dict[str, Any], ids: tuple[int, ...]) -> None:
@@ -188,6 +205,26 @@ class Agent:
         result = await anyio.to_thread.run_sync(
             session.generate, self._max_new_tokens(episode), self._im_end, on_token
         )
+        return self._reply(episode, result, active)
+
+    async def _choose(self, episode: Episode) -> Generated:
+        """Constrained soft policy, no adapter active: the engine decodes one valid move."""
+        session, events, policy = episode.session, episode.events, episode.policy
+        assert isinstance(policy, SoftPolicy)
+        options = choice_options(self.tokenizer, sorted(session.library), policy.closing)
+        session.append(self._header)
+
+        def on_token(token: int) -> None:
+            events.emit("token", id=token, text=self.tokenizer.decode([token]))
+
+        result = await anyio.to_thread.run_sync(session.choose, [o.ids for o in options], on_token)
+        move = chosen_move(options, result.token_ids).move
+        events.emit("choice", move=move, options=[o.move for o in options])
+        return self._reply(episode, result, None)
+
+    def _reply(self, episode: Episode, result: GenerationResult, active: Config) -> Generated:
+        """Close the generated turn, parse it, record the assistant message."""
+        session, events = episode.session, episode.events
         if list(result.token_ids[-len(self._im_end) :]) != self._im_end:
             session.append(self._im_end)  # cut off by the token budget: close the turn
         session.append(self._newline)
@@ -253,11 +290,13 @@ class Agent:
             forced=forced,
         )
 
-    async def _force(self, episode: Episode, capability: str) -> None:
-        """Hard policy: the model stopped early, so the runtime makes the next switch itself."""
+    async def _force(self, episode: Episode, capability: str | None) -> None:
+        """Hard policy: the model stopped early, so the runtime makes the next switch itself
+        (None: only offload the active adapter, a constrained soft policy's phase end)."""
         session = episode.session
         calls = [ToolCall(OFFLOAD_LORA)] if session.active is not None else []
-        calls.append(ToolCall(LOAD_LORA, {"capability": capability}))
+        if capability is not None:
+            calls.append(ToolCall(LOAD_LORA, {"capability": capability}))
         message = {
             "role": "assistant",
             "content": "",
@@ -311,3 +350,9 @@ class Agent:
     def _add_step(self, episode: Episode, record: StepRecord) -> None:
         episode.steps.append(record)
         episode.events.emit("step", **asdict(record))
+
+
+def _chooses(episode: Episode) -> bool:
+    """Whether the episode's policy makes its choices under a constraint."""
+    policy = episode.policy
+    return isinstance(policy, SoftPolicy) and policy.constrained

@@ -68,7 +68,7 @@ def make_options_policy(options: dict[str, Any], library: Collection[str]) -> An
     if options["order"] is None and order is not None:
         order = [n for n in order if n in library]  # default order: what is loaded
     guesses = parse_guesses(options["guesses"]) if options["guesses"] else None
-    return make_policy(kind, order, library, guesses)
+    return make_policy(kind, order, library, guesses, bool(options.get("constrained")))
 
 
 def check_before_loading(options: dict[str, Any], library: Collection[str], source: str) -> None:

@@ -112,6 +112,14 @@ def engine_options(fn: F) -> F:
             metavar="FROM=TO",
             help="Soft policy: prefetch TO while FROM runs a tool ('backbone' = none).",
         ),
+        click.option(
+            "--choose",
+            "constrained",
+            is_flag=True,
+            default=False,
+            help="Soft policy: with no adapter active, decode only valid moves (load a "
+            "capability, or close) under a constraint (reference engine).",
+        ),
         click.option("--max-steps", type=click.IntRange(min=1), default=None),
         click.option("--max-new-tokens", type=click.IntRange(min=1), default=None),
         click.option("--kb/--no-kb", default=True, help="Offer the task world's search tools."),

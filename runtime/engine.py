@@ -18,7 +18,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.errors import AdapterAlreadyActiveError, NoActiveAdapterError, UnknownAdapterError
+from runtime.errors import (
+    AdapterAlreadyActiveError,
+    ConstrainedChoiceUnsupportedError,
+    NoActiveAdapterError,
+    UnknownAdapterError,
+)
 
 # A weight configuration: an adapter name, or None for the bare backbone.
 Config = str | None
@@ -130,6 +135,15 @@ class EngineSession(ABC):
         on_token: Callable[[int], None] | None = None,
     ) -> GenerationResult:
         """Greedy decode under the active configuration; the new tokens join the history."""
+
+    def choose(
+        self, options: Sequence[Sequence[int]], on_token: Callable[[int], None] | None = None
+    ) -> GenerationResult:
+        """Greedy decode constrained to exactly one of `options` (token sequences, prefix-free;
+        `runtime.choice.AllowedSequences`) under the active configuration; the chosen tokens
+        join the history. Engines that cannot constrain decoding raise
+        ConstrainedChoiceUnsupportedError."""
+        raise ConstrainedChoiceUnsupportedError(type(self).__name__)
 
     @abstractmethod
     def prefetch(self, config: Config) -> None:

@@ -12,6 +12,8 @@ RuntimeEngineError
 ├── InvalidTokensError (ValueError)       token ids outside the vocabulary, nothing to decode from
 ├── NodeOptionsError (ValueError)         options that cannot make a node (a usage error, exit 2)
 ├── SessionClosedError (RuntimeError)     use of an engine session after close()
+├── ConstrainedChoiceUnsupportedError (NotImplementedError) an engine that cannot constrain
+│                                         decoding, asked for the constrained soft policy
 ├── InvalidPolicyError (ValueError)       a policy that cannot be built (kind, order, guesses)
 ├── EpisodeNotFoundError (KeyError)       an episode id the node does not know (or not yours)
 ├── TooManyEpisodesError (RuntimeError)   every episode slot is taken by a running episode
@@ -114,6 +116,13 @@ class SessionClosedError(RuntimeEngineError, RuntimeError):
     """An engine session used after `close()`."""
 
 
+class ConstrainedChoiceUnsupportedError(RuntimeEngineError, NotImplementedError):
+    """The engine cannot decode under a constraint (the constrained soft policy needs it)."""
+
+    def __init__(self, engine: str) -> None:
+        super().__init__(f"{engine} cannot decode a constrained choice")
+
+
 class InvalidPolicyError(RuntimeEngineError, ValueError):
     """A policy that cannot be built: unknown kind, empty order, unknown capabilities."""
 
@@ -164,6 +173,7 @@ class VllmRequestError(RuntimeEngineError, RuntimeError):
 HTTP_STATUS: dict[type[RuntimeEngineError], tuple[int, str]] = {
     EpisodeNotFoundError: (404, "not_found"),
     InvalidPolicyError: (422, "invalid"),
+    ConstrainedChoiceUnsupportedError: (422, "invalid"),
     TooManyEpisodesError: (503, "busy"),
 }
 DEFAULT_HTTP_STATUS = (400, "bad_request")

@@ -3,9 +3,14 @@
 - `HardPolicy(order)`: a prescribed order (plan -> search -> write). Loading anything but the
   next capability of the order is a policy violation; when the model stops without loading
   the next one, the runtime loads it itself (`forced_next`).
-- `SoftPolicy(guesses)`: the bare backbone chooses; any capability of the library may be
-  loaded. `guesses` maps the active configuration to the one worth prefetching while an
-  external tool runs (default: the bare backbone, which decides after a phase).
+- `SoftPolicy(guesses, constrained)`: the bare backbone chooses; any capability of the
+  library may be loaded. `guesses` maps the active configuration to the one worth prefetching
+  while an external tool runs (default: the bare backbone, which decides after a phase).
+  `constrained`: whenever no adapter is active (at the start and at each phase end) the
+  runtime offers only the moves valid now, loading one capability or closing with `closing`,
+  and the engine decodes that choice under a mask (`runtime.choice`): the backbone's own
+  logits choose among valid tool calls. A phase ends when the adapter offloads itself or
+  replies without a tool call (then the runtime offloads it).
 
 A policy is stateless; the episode passes the capabilities it has loaded so far.
 """
@@ -73,9 +78,14 @@ class HardPolicy(Policy):
         return {"kind": self.kind, "order": list(self.order)}
 
 
+CLOSING = "Done."  # the closing reply of the trained trajectories (`tasks.trajectories`)
+
+
 @dataclass(frozen=True)
 class SoftPolicy(Policy):
     guesses: Mapping[Config, Config] = field(default_factory=dict)
+    constrained: bool = False
+    closing: str = CLOSING
     kind: ClassVar[str] = "soft"
 
     def check_load(self, capability: str, loaded: Sequence[str]) -> None:
@@ -85,7 +95,11 @@ class SoftPolicy(Policy):
         return self.guesses.get(active)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "guesses": {str(k): v for k, v in self.guesses.items()}}
+        guesses = {str(k): v for k, v in self.guesses.items()}
+        out: dict[str, Any] = {"kind": self.kind, "guesses": guesses}
+        if self.constrained:  # named only when on: the plain soft policy's JSON is unchanged
+            out["constrained"] = True
+        return out
 
 
 def make_policy(
@@ -93,6 +107,7 @@ def make_policy(
     order: Sequence[str] | None = None,
     library: Collection[str] | None = None,
     guesses: Mapping[Config, Config] | None = None,
+    constrained: bool = False,
 ) -> Policy:
     """Build a policy from user input, checking its capabilities against the library."""
     if kind == "soft":
@@ -100,7 +115,9 @@ def make_policy(
             raise InvalidPolicyError("an order applies to the hard policy only")
         names = [n for pair in (guesses or {}).items() for n in pair if n is not None]
         _check_known(names, library)
-        return SoftPolicy(dict(guesses or {}))
+        return SoftPolicy(dict(guesses or {}), constrained=constrained)
+    if constrained:
+        raise InvalidPolicyError("a constrained choice applies to the soft policy only")
     if kind != "hard":
         raise InvalidPolicyError(f"unknown policy {kind!r}; use 'hard' or 'soft'")
     if guesses:

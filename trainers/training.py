@@ -13,6 +13,7 @@ from typing import Any
 
 from trainers.distributed import SINGLE, World
 from trainers.errors import NoSamplesError
+from trainers.full import FullResult, FullSettings, train_full
 from trainers.lora import LoraSettings, StepCallback, TrainResult, train_lora
 from trainers.phases import PhaseSample, build_samples
 from trainers.publish import data_record
@@ -93,3 +94,21 @@ def train_from_files(
         world=world,
     )
     return Trained(result, len(samples))
+
+
+def train_full_from_files(
+    *,
+    data: Sequence[Path],
+    backbone: Path,
+    out: Path,
+    settings: FullSettings,
+    on_step: StepCallback | None = None,
+) -> tuple[FullResult, int]:
+    """Full SFT: every backbone parameter on every phase sample of `data` (the shared
+    LoRA's samples and loss mask); returns the result and the number of samples."""
+    quiet_libraries()
+    samples = read_samples(data, backbone, None)
+    if not samples:
+        raise NoSamplesError(f"no phase with supervised tokens in {list(data)}")
+    return train_full(backbone=backbone, samples=samples, out=out, settings=settings,
+                      on_step=on_step), len(samples)  # fmt: skip

@@ -7,6 +7,10 @@
   of rank `shared_rank` (default: the phase adapters' ranks together, as many parameters).
 - additive, ties, dare_ties: static merges of plan, search, code and write.
 - write++: write trained further on the dev split's write phases only (no replay).
+- full_sft (Full SFT): every backbone parameter fine-tuned on the train split's phase samples
+  (the shared LoRA's data and loss mask), a new backbone directory; `identity`: a zero LoRA
+  of it, loaded under every capability's name so it is served by the same hard-policy
+  protocol as the adapter methods.
 - write-bad: write++ trained further on the same new data with its answers shuffled (a
   labelling bug in an update): what the gate must refuse.
 """
@@ -26,9 +30,10 @@ from evals.reproduce.cache import AdapterCache, adapter_root, file_digest, sourc
 from evals.reproduce.config import Sizes
 from evals.suite import trajectories_file
 from tasks.trajectories import ANSWER_PREFIX
+from trainers.full import FullSettings, identity_adapter
 from trainers.lora import LoraSettings
 from trainers.merge import MergeSpec, merge_adapters
-from trainers.training import train_from_files
+from trainers.training import train_from_files, train_full_from_files
 
 CAPABILITIES = ("plan", "search", "code", "write")
 MERGES = ("additive", "ties", "dare_ties")
@@ -226,4 +231,30 @@ def build_baselines(b: Builder) -> Built:
         "shared", built.data["train"], capability=None, lr=sizes.lr, epochs=sizes.shared_epochs,
         rank=sizes.shared_rank,
     )  # fmt: skip
+    return built
+
+
+def build_full(b: Builder) -> Built:
+    """Full SFT and the identity adapter it is served with (trained or reused)."""
+    built, sizes = b.built, b.sizes
+    train = built.data["train"]
+    settings = FullSettings(lr=sizes.full_lr, epochs=sizes.full_epochs, seed=sizes.seed)
+    inputs = {
+        "what": "full",
+        "data": file_digest(train),
+        "backbone": b.backbone_root,
+        "settings": asdict(settings),
+        "trainers": b.source,
+    }
+
+    def build(out: Path) -> None:
+        run, samples = train_full_from_files(
+            data=[train], backbone=b.backbone, out=out, settings=settings
+        )
+        b.log(f"full_sft: {samples} samples, {run.parameters} parameters, "
+              f"loss {run.losses[0]:.4f} -> {run.losses[-1]:.4f}")  # fmt: skip
+
+    full = b._get("full_sft", inputs, build)
+    identity = {"what": "identity", "backbone": adapter_root(full), "trainers": b.source}
+    b._get("identity", identity, lambda out: identity_adapter(full, out, "identity"))
     return built

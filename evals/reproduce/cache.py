@@ -20,6 +20,7 @@ from typing import Any
 import trainers
 
 CONFIG_FILE = "adapter_config.json"
+MODEL_CONFIG_FILE = "config.json"  # a fully fine-tuned backbone (Full SFT) is cached too
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -66,7 +67,8 @@ class AdapterCache:
 
     def get(self, name: str, inputs: Mapping[str, Any], build: Callable[[Path], None]) -> Path:
         target, sidecar = self.entry(name, inputs)
-        if sidecar.is_file() and (target / CONFIG_FILE).is_file():
+        complete = any((target / f).is_file() for f in (CONFIG_FILE, MODEL_CONFIG_FILE))
+        if sidecar.is_file() and complete:
             self.reused[name] = True
             return target
         if target.exists():

@@ -39,6 +39,10 @@ class Sizes:
     # else float32: on an AVX2-only EPYC torch emulates bf16 (a 512x576 @ 576x1536 matmul
     # 731 ms vs 11 ms in fp32) and the first adapter had not finished after 66 minutes.
     train_dtype: str = "auto"
+    # Full SFT: every backbone parameter, on the Single LoRA's samples and passes; a full
+    # fine-tune takes a learning rate ~100x below a LoRA's (not tuned here)
+    full_lr: float = 2e-5
+    full_epochs: int = 2
     update_lr: float = 1e-3  # write -> write++
     bad_lr: float = 6e-3  # write++ -> the deliberately bad write (the new data, answers shuffled)
     bad_epochs: int = 3
@@ -79,6 +83,8 @@ QUICK = Sizes(
     bad_lr=100.0,
     bad_epochs=1,
     shared_epochs=1,
+    full_lr=1e-3,
+    full_epochs=1,
     train_dtype="float32",
     max_new_tokens=6,
     max_steps=6,
@@ -90,6 +96,7 @@ PRESETS = {"full": FULL, "quick": QUICK}
 ENV_PREFIX = "REPRODUCE_"
 AT_LEAST_ONE = (
     "train", "dev", "test", "gate_items", "rank", "shared_rank", "epochs", "shared_epochs",
+    "full_epochs",
     "bad_epochs", "max_steps", "max_phase_steps", "max_episode_tokens", "concurrency",
 )  # fmt: skip
 

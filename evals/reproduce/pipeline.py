@@ -17,12 +17,20 @@ from evals.reproduce.build import (
     MERGES,
     Built,
     build_baselines,
+    build_full,
     build_phases,
     phase_builder,
 )
 from evals.reproduce.config import Sizes
 from evals.reproduce.episodes import MethodRun, Plan, read_results, run_in_subprocess, run_plan
-from evals.reproduce.report import chart, common_answers, degenerate, table, write_report
+from evals.reproduce.report import (
+    chart,
+    common_answers,
+    degenerate,
+    sequence_lines,
+    table,
+    write_report,
+)
 from evals.suite import Suite, generate_suite, load_suite, write_suite
 from tasks.questions import KINDS
 
@@ -30,6 +38,8 @@ from tasks.questions import KINDS
 EVAL_ORDER = (
     "weact_hard", "single_lora", "backbone", "dare_ties", "ties", "additive", "weact_soft",
 )  # fmt: skip
+FULL_SFT = "full_sft"  # served on its own engine (another backbone), after the others
+ALL_METHODS = (*EVAL_ORDER, FULL_SFT)
 VLLM_PYTHON = Path(".venv-vllm/bin/python")
 REPORT_FILE, CHART_FILE = "reproduce.md", "reproduce.png"
 ENGINES = {
@@ -85,12 +95,19 @@ def _log_adapters(log: Any, built: Built) -> None:
     log("adapters: " + ", ".join(said))
 
 
-def method_runs(built: Built, results: Path, methods: tuple[str, ...]) -> list[MethodRun]:
+def method_runs(
+    built: Built, results: Path, methods: tuple[str, ...], soft: str = "choice"
+) -> list[MethodRun]:
+    """The runs of `methods`; WeAct-soft's policy is `soft` ("choice": constrained)."""
     a = built.adapters
     one = {"single_lora": "shared", **{m: m for m in MERGES}}
     libraries = {m: ({c: a[one[m]] for c in CAPABILITIES}, "hard") for m in methods if m in one}
-    for m in set(methods) & {"weact_hard", "weact_soft"}:
-        libraries[m] = ({c: a[c] for c in CAPABILITIES}, m.removeprefix("weact_"))
+    if "weact_hard" in methods:
+        libraries["weact_hard"] = ({c: a[c] for c in CAPABILITIES}, "hard")
+    if "weact_soft" in methods:  # the model chooses, its moves decoded under a constraint
+        libraries["weact_soft"] = ({c: a[c] for c in CAPABILITIES}, soft)
+    if FULL_SFT in methods:  # the fine-tuned backbone; a zero LoRA under every name
+        libraries[FULL_SFT] = ({c: a["identity"] for c in CAPABILITIES}, "hard")
     if "backbone" in methods:  # no adapter: the bare backbone with the suite's tools
         libraries["backbone"] = ({}, "soft")
     return [
@@ -131,11 +148,17 @@ def cuts(sizes: Sizes, engine: str) -> list[str]:
         f"(no bare-backbone turn before each phase) and moves on after {sizes.max_phase_steps} "
         "generations in one phase",
         f"engine: {engine} ({ENGINES[engine]})",
-        "Full SFT (full fine-tuning) is not run; the Single LoRA row is its low-rank analogue",
+        f"Full SFT: every backbone parameter fine-tuned (fp32, AdamW, lr {sizes.full_lr}, "
+        f"{sizes.full_epochs} epoch(s), untuned) on the Single LoRA's phase samples and loss "
+        "mask; served on the same engine as its own backbone, under the hard policy with a "
+        "zero (identity) LoRA loaded under each capability's name, so its episodes follow "
+        "the adapter methods' protocol; not pushed to the registry (not an adapter)",
         "the continual gate judges masked NLL per test phase sample (library- and "
         "capability-scoped benchmarks), not end-task exact match, to keep it within budget",
-        "WeAct-soft: the bare backbone chooses the adapters; backbone turns are never "
-        "supervised in training, so it rarely loads any",
+        "WeAct-soft: the bare backbone chooses the adapters, no router trained; whenever no "
+        "adapter is active the runtime offers only the valid moves (load a capability, or "
+        "close) and the engine decodes them under a mask (the constrained soft policy: a "
+        "logits mask on the reference engine, vLLM's allowed_token_ids where options part)",
         "backbone only: no adapter at all (the bare backbone with the suite's tools, no "
         "load_lora / offload_lora, no prescribed phases)",
     ]
@@ -173,9 +196,11 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
         png = chart(rows, opts.out / CHART_FILE) if rows else None
         run = _run_info(opts, built, timings, info, status)
         answers = common_answers(results)
+        phases = {q.id: q.phases for q in suite.questions["test"]}
         report = write_report(
-            opts.out / REPORT_FILE, rows, continual, run, cuts(sizes, engine), answers
-        )
+            opts.out / REPORT_FILE, rows, continual, run, cuts(sizes, engine), answers,
+            sequence_lines(results, phases),
+        )  # fmt: skip
         return report, png
 
     continual = None
@@ -193,14 +218,15 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
         results[method] = done
         timings[f"episodes_{method}_s"] = seconds
         log(f"episodes: {method} in {seconds:.0f} s")
-        publish(results, continual, f"partial: {len(results)} of {len(EVAL_ORDER)} methods")
+        publish(results, continual, f"partial: {len(results)} of {len(ALL_METHODS)} methods")
 
-    def episodes(methods: tuple[str, ...]) -> None:
-        plan = Plan(str(suite_dir), str(backbone), engine, method_runs(built, results_dir, methods),
+    def episodes(methods: tuple[str, ...], served: Path, plan_file: str) -> None:
+        runs = method_runs(built, results_dir, methods)
+        plan = Plan(str(suite_dir), str(served), engine, runs,
                     sizes.max_new_tokens, sizes.max_steps, sizes.concurrency,
                     sizes.max_phase_steps, sizes.max_episode_tokens)  # fmt: skip
         if engine == "vllm":
-            seconds = run_in_subprocess(plan, str(VLLM_PYTHON), work / "episodes-plan.json")
+            seconds = run_in_subprocess(plan, str(VLLM_PYTHON), work / plan_file)
             for method, done in read_results(plan, suite).items():
                 on_method(method, seconds[method], done)
         else:
@@ -209,8 +235,12 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
     t = time.perf_counter()
     build_baselines(builder)
     timings["baseline_adapters_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    build_full(builder)
+    timings["full_sft_s"] = time.perf_counter() - t
     _log_adapters(log, built)
-    episodes(EVAL_ORDER)  # one engine start for every method
+    episodes(EVAL_ORDER, backbone, "episodes-plan.json")  # one engine start for them all
+    episodes((FULL_SFT,), built.adapters[FULL_SFT], "episodes-full-sft.json")
     report, png = publish(results, continual, "complete")
     rows = table(results)
     assert png is not None

@@ -8,11 +8,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evals.reproduce.stats import mean_interval, min_discordant, paired_test, wilson
 from tasks.questions import KINDS
 
-METHODS = ("backbone", "single_lora", "additive", "ties", "dare_ties", "weact_hard", "weact_soft")
+METHODS = (
+    "backbone", "full_sft", "single_lora", "additive", "ties", "dare_ties", "weact_hard",
+    "weact_soft",
+)  # fmt: skip
 LABELS = {
     "backbone": "Backbone only",
+    "full_sft": "Full SFT (every backbone parameter)",
     "single_lora": "Single LoRA (one shared LoRA, all phases)",
     "additive": "Full Additive merge",
     "ties": "TIES merge",
@@ -24,15 +29,30 @@ PAPER = {"weact_hard": 45.47, "full_sft": 42.80, "single_lora": 38.73, "stronges
 MERGES = ("additive", "ties", "dare_ties")
 
 
+REFERENCE = "weact_hard"  # the method every other is tested against, item by item
+
+
 def table(results: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """{method: {kind: EM %, "mean": macro mean EM %, "f1": %, "doc_recall": %, "n": items}}."""
+    """{method: {kind: EM %, "mean": macro mean EM %, "f1": %, "doc_recall": %, "n": items,
+    "lo:<kind>"/"hi:<kind>" and "lo:mean"/"hi:mean": 95 % interval ends (Wilson per kind,
+    seeded bootstrap of the mean), and against WeAct-hard on the same items: "delta" (EM
+    points), "delta_lo"/"delta_hi" (paired bootstrap) and "p" (exact McNemar)}}."""
     out = {}
     for method, items in results.items():
         by_kind: dict[str, list[float]] = {k: [] for k in KINDS}
         for r in items.values():
             by_kind.setdefault(r.score.kind, []).append(r.score.em)
         row = {k: 100 * sum(v) / len(v) for k, v in by_kind.items() if v}
+        for k, v in by_kind.items():
+            if v:
+                lo, hi = wilson(round(sum(v)), len(v))
+                row[f"lo:{k}"], row[f"hi:{k}"] = 100 * lo, 100 * hi
         row["mean"] = sum(row[k] for k in KINDS if k in row) / max(1, sum(k in row for k in KINDS))
+        if items:
+            ems = {i: r.score.em for i, r in items.items()}
+            lo, hi = mean_interval(ems, seed=f"reproduce:{method}:mean")
+            row["lo:mean"], row["hi:mean"] = 100 * lo, 100 * hi
+        _paired_columns(row, method, results)
         scores = [r.score for r in items.values()]
         row["f1"] = 100 * sum(s.f1 for s in scores) / max(1, len(scores))
         row["doc_recall"] = 100 * sum(s.doc_recall for s in scores) / max(1, len(scores))
@@ -41,6 +61,24 @@ def table(results: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float
         row["tokens"] = sum(r.decoded for r in items.values())
         out[method] = row
     return out
+
+
+def _paired_columns(
+    row: dict[str, float], method: str, results: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """The paired test of `method` against WeAct-hard, when both scored the same items."""
+    ref = results.get(REFERENCE)
+    items = results[method]
+    if method == REFERENCE or not ref or set(ref) != set(items):
+        return
+    t = paired_test(
+        {i: r.score.em for i, r in ref.items()},
+        {i: r.score.em for i, r in items.items()},
+        seed=f"reproduce:{REFERENCE}-vs-{method}",
+    )
+    row["delta"], row["delta_lo"], row["delta_hi"] = 100 * t.delta, 100 * t.ci_low, 100 * t.ci_high
+    row["p"], row["discordant"] = t.p_value, t.reference_only + t.candidate_only
+    row["mdd80"] = 100 * t.mdd80
 
 
 def common_answers(
@@ -55,6 +93,38 @@ def common_answers(
             answer, count = said.most_common(1)[0]
             out[method] = (answer, count, len(items))
     return out
+
+
+CHOOSERS = ("weact_soft",)  # the methods whose model chooses its adapters
+
+
+def sequence_lines(
+    results: Mapping[str, Mapping[str, Any]], phases: Mapping[str, Sequence[str]]
+) -> list[str]:
+    """Per kind, what the choosing methods loaded: how often exactly the question's phases in
+    order (plan -> search -> write, or with code), a skipped phase, a repeated load, nothing,
+    and the most frequent sequences. `phases`: item id -> the question's phases."""
+    lines = []
+    for method in [m for m in CHOOSERS if m in results]:
+        lines += [f"{LABELS[method]}: adapters loaded per test question, by kind", ""]
+        head = "question's phases in order | skipped a phase | repeated a load | loaded none"
+        lines += [f"| kind | n | {head} | most frequent sequences |", "|---" * 7 + "|"]
+        by_kind: dict[str, list[Any]] = {}
+        for item_id, r in sorted(results[method].items()):
+            by_kind.setdefault(r.score.kind, []).append((r.loads, tuple(phases.get(item_id, ()))))
+        for kind in [k for k in KINDS if k in by_kind]:
+            rows = by_kind[kind]
+            exact = sum(1 for loads, gold in rows if tuple(loads) == gold)
+            skipped = sum(1 for loads, gold in rows if set(gold) - set(loads))
+            repeated = sum(1 for loads, _ in rows if len(set(loads)) < len(loads))
+            none = sum(1 for loads, _ in rows if not loads)
+            seqs = Counter(" -> ".join(loads) or "(none)" for loads, _ in rows).most_common(3)
+            common = "; ".join(f"{seq} ({count})" for seq, count in seqs)
+            lines.append(
+                f"| {kind} | {len(rows)} | {exact} | {skipped} | {repeated} | {none} | {common} |"
+            )
+        lines.append("")
+    return lines
 
 
 def answer_lines(answers: Mapping[str, tuple[str, int, int]]) -> list[str]:
@@ -77,7 +147,7 @@ def degenerate(rows: Mapping[str, Mapping[str, float]]) -> list[str]:
 
 
 def _paper(method: str, rows: Mapping[str, Mapping[str, float]]) -> str:
-    if method in ("weact_hard", "single_lora"):
+    if method in ("weact_hard", "single_lora", "full_sft"):
         return f"{PAPER[method]:.2f}"
     merges = [m for m in MERGES if m in rows]
     if merges and method == max(merges, key=lambda m: rows[m]["mean"]):
@@ -85,19 +155,85 @@ def _paper(method: str, rows: Mapping[str, Mapping[str, float]]) -> str:
     return ""
 
 
+def _cell(r: Mapping[str, float], key: str, bold: bool = False) -> str:
+    if key not in r:
+        return "nan"
+    value = f"**{r[key]:.1f}**" if bold else f"{r[key]:.1f}"
+    if f"lo:{key}" not in r:
+        return value
+    return f"{value} [{r[f'lo:{key}']:.0f}, {r[f'hi:{key}']:.0f}]"
+
+
+def _versus(method: str, r: Mapping[str, float]) -> str:
+    if method == REFERENCE:
+        return "(reference)"
+    if "p" not in r:
+        return ""
+    mark = " *" if r["p"] < 0.05 else ""
+    # 0.0 - x, not -x: a tie prints 0, not -0
+    delta, lo, hi = 0.0 - r["delta"], 0.0 - r["delta_hi"], 0.0 - r["delta_lo"]
+    return f"{delta:+.1f} [{lo:.0f}, {hi:.0f}], p={r['p']:.3f}{mark}"
+
+
 def accuracy_table(rows: Mapping[str, Mapping[str, float]]) -> list[str]:
-    head = ["Method", *KINDS, "mean EM", "F1", "doc recall", "tokens", "paper (mean acc.)"]
+    """EM % per kind and mean with 95 % intervals, and WeAct-hard minus the method on the
+    same items (paired bootstrap interval, exact McNemar p; * where p < 0.05)."""
+    head = ["Method", *KINDS, "mean EM", "WeAct-hard minus it", "F1", "doc recall", "tokens"]
+    head.append("paper (mean acc.)")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for method in [m for m in METHODS if m in rows]:
         r = rows[method]
-        cells = [LABELS[method], *(f"{r.get(k, float('nan')):.1f}" for k in KINDS)]
-        cells += [f"**{r['mean']:.1f}**", f"{r['f1']:.1f}", f"{r['doc_recall']:.1f}"]
+        cells = [LABELS[method], *(_cell(r, k) for k in KINDS), _cell(r, "mean", bold=True)]
+        cells += [_versus(method, r), f"{r['f1']:.1f}", f"{r['doc_recall']:.1f}"]
         cells += [str(int(r["tokens"])), _paper(method, rows)]
         lines.append("| " + " | ".join(cells) + " |")
-    blank = [""] * (len(head) - 2)
-    lines.append(
-        "| " + " | ".join(["Full SFT (not run here)", *blank, f"{PAPER['full_sft']:.2f}"]) + " |"
+    if "full_sft" not in rows:
+        blank = [""] * (len(head) - 2)
+        lines.append(
+            "| "
+            + " | ".join(["Full SFT (not run here)", *blank, f"{PAPER['full_sft']:.2f}"])
+            + " |"
+        )
+    return lines
+
+
+def power_lines(rows: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """What the size can show: the smallest difference the paired test can ever call
+    significant, and the one it detects with 80 % power at each observed discordance."""
+    ref = rows.get(REFERENCE)
+    if not ref:
+        return []
+    n = int(ref["n"])
+    d = min_discordant()
+    bound = (
+        f"so no difference below {100 * d / n:.1f} points can be significant at n = {n}"
+        if d <= n
+        else f"so no difference can be significant at n = {n}"
     )
+    lines = [
+        f"Paired test: WeAct-hard against each method on the same {n} test questions; the "
+        "interval is a seeded paired bootstrap of the EM difference (2,000 resamples, "
+        "`registry.paired`, the gate's), p an exact McNemar test; * marks p < 0.05. Per-kind "
+        "intervals are Wilson's, the mean's a seeded bootstrap.",
+        "",
+        f"Power: an exact McNemar test at 0.05 needs at least {d} discordant questions all "
+        f"one way, {bound}; at the discordance observed, the difference detected with 80 % "
+        "power (normal approximation, never below that bound) is:",
+        "",
+    ]
+    for method in [m for m in METHODS if m in rows and "p" in rows[m]]:
+        r = rows[method]
+        sig = "significant" if r["p"] < 0.05 else "not significant"
+        k = int(r["discordant"])
+        detectable = (
+            f"detectable {max(r['mdd80'], 100 * d / n):.1f} points"
+            if k
+            else "no discordant question, nothing to detect from"
+        )
+        lines.append(
+            f"- {LABELS[method]}: {k} discordant, {detectable}; "
+            f"observed {0.0 - r['delta']:+.1f} ({sig})"
+        )
     return lines
 
 
@@ -164,14 +300,17 @@ def write_report(
     run: Mapping[str, Any],
     cuts: Sequence[str],
     answers: Mapping[str, tuple[str, int, int]] | None = None,
+    sequences: Sequence[str] = (),
 ) -> Path:
     lines = ["# make reproduce", ""]
     lines += [f"- {k}: {v}" for k, v in run.items()]
     lines += ["", "## Accuracy (exact match %, test split)", ""]
     lines += accuracy_table(rows)
+    lines += ["", *power_lines(rows)]
     bad = degenerate(rows)
     lines += ["", "Methods at 0 % or 100 % on every kind: " + (", ".join(bad) or "none"), ""]
     lines += [f"![chart]({run.get('chart_file', 'reproduce.png')})", ""]
+    lines += list(sequences)
     if answers:
         lines += ["What each method answered most often (whitespace collapsed):", ""]
         lines += answer_lines(answers) + [""]

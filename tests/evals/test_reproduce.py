@@ -4,9 +4,9 @@ Suite -> adapters trained / merged by the library calls behind `weact train` / `
 -> every method's test episodes -> the continual part through a real `weact serve` and its gate ->
 reports/reproduce.md and the chart. A second run reuses every adapter and only re-evaluates.
 
-In the default suite: eleven trainings, the continual part through `weact serve`, seven
-methods' episodes and the reuse run take 14 s in all on the tiny model (quiet 2-core EPYC,
-`python -m pytest tests/evals/test_reproduce.py --durations=3`).
+In the default suite: eleven trainings, Full SFT, the continual part through `weact serve`,
+eight methods' episodes (WeAct-soft under the constrained choice, Full SFT on its own engine)
+and the reuse run; `python -m pytest tests/evals/test_reproduce.py --durations=3`.
 """
 
 from __future__ import annotations
@@ -119,8 +119,14 @@ def test_reproduce_quick_runs_every_method_and_the_gate(backbone: Path, tmp_path
         assert set(KINDS) <= set(row)
         assert row["n"] == len(KINDS) * QUICK.test
     text = outcome.report.read_text()
-    for label in ("| WeAct-hard |", "| WeAct-soft |", "| Backbone only |", "| TIES merge |"):
+    for label in ("| WeAct-hard |", "| WeAct-soft |", "| Backbone only |", "| TIES merge |",
+                  "| Full SFT (every backbone parameter) |"):  # fmt: skip
         assert label in text
+    assert "Full SFT (not run here)" not in text
+    assert "WeAct-hard minus it" in text
+    assert "Power: an exact McNemar test at 0.05 needs at least 6 discordant" in text
+    assert "WeAct-soft: adapters loaded per test question, by kind" in text
+    assert outcome.built.adapters["full_sft"].joinpath("config.json").is_file()
     for paper in ("45.47", "42.80", "38.73", "35.66"):
         assert paper in text
     assert "## What was cut to fit the budget" in text

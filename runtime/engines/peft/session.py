@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from runtime.choice import AllowedSequences
 from runtime.engine import Config, EngineSession, GenerationResult
 from runtime.errors import InvalidTokensError, SessionClosedError, UnknownAdapterError
 from runtime.kvcache import CacheEntry, PrefixCacheStore, crop, new_entry
@@ -156,6 +157,37 @@ class PeftSession(EngineSession):
                 return self._decode(config, entry, pre, hit, max_new_tokens, stop_ids, on_token)
             finally:
                 self.caches.checkin(config, entry)
+
+    def choose(
+        self, options: Sequence[Sequence[int]], on_token: Callable[[int], None] | None = None
+    ) -> GenerationResult:
+        """Greedy decode masked to `options` (`AllowedSequences`: the logits processor)."""
+        self._check_open()
+        allowed = AllowedSequences(options)
+        config = self._active
+        with self._engine.foreground(), self._lock(config):
+            entry = self.caches.checkout(config) or new_entry(self._engine.model)
+            hit = min(entry.length, len(self._history) - 1)
+            try:
+                pre = self._prefill(config, entry)
+                logits, decode_s = pre.logits, 0.0
+                out: list[int] = []
+                while allowed.complete(out) is None:
+                    if out:
+                        ext = self._engine.run(self._key(config), entry, [out[-1]])
+                        logits, decode_s = ext.logits, decode_s + ext.seconds
+                    token = allowed.pick(out, logits)
+                    self._history.append(token)
+                    out.append(token)
+                    if on_token is not None:
+                        on_token(token)
+                self._seen = max(self._seen, entry.length)
+            finally:
+                self.caches.checkin(config, entry)
+        return GenerationResult(
+            tuple(out), self._decode_text(out), "stop", pre.tokens, len(out), pre.seconds,
+            decode_s, pre.rebuild_s, hit,
+        )  # fmt: skip
 
     def _decode(
         self,

@@ -24,6 +24,7 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Any, Protocol
 
+from runtime.choice import AllowedSequences
 from runtime.engine import Config, EngineSession, GenerationResult
 from runtime.engines.vllm.names import Resident
 from runtime.errors import InvalidTokensError, SessionClosedError, UnknownAdapterError
@@ -115,6 +116,40 @@ class VllmSession(EngineSession):
         return GenerationResult(
             done.token_ids, text, done.finish_reason, prefilled, len(done.token_ids),
             done.first_token_s, done.total_s - done.first_token_s, rebuild_s, done.cached_tokens,
+        )  # fmt: skip
+
+    def choose(
+        self, options: Sequence[Sequence[int]], on_token: Callable[[int], None] | None = None
+    ) -> GenerationResult:
+        """Masked greedy decode over `options` on vLLM: where the options part ways, one
+        1-token request whose sampler may pick only the tokens that continue one of them
+        (`allowed_token_ids`, vLLM's per-request logits mask); where one token is possible,
+        it is taken without a request. The same decode as `AllowedSequences` on the
+        reference engine, from vLLM's logits."""
+        self._check_open()
+        allowed = AllowedSequences(options)
+        if not self._history:
+            raise InvalidTokensError("the history is empty: append a prompt before generating")
+        driver, lora, n = self._engine.driver, self.lora_request(self._active), len(self._history)
+        out: list[int] = []
+        prefilled, cached, first_s, total_s = 0, 0, 0.0, 0.0
+        while allowed.complete(out) is None:
+            possible = allowed.allowed(out)
+            token = possible[0]
+            if len(possible) > 1:
+                done = driver.generate([*self._history, *out], lora, 1, allowed=possible)
+                token = done.token_ids[0]
+                prefilled += done.prompt_tokens - done.cached_tokens
+                cached, first_s = cached + done.cached_tokens, first_s + done.first_token_s
+                total_s += done.total_s
+            out.append(token)
+            if on_token is not None:
+                on_token(token)
+        self._history.extend(out)
+        self._seen = max(self._seen, n)
+        return GenerationResult(
+            tuple(out), self._text(out), "stop", prefilled, len(out), first_s,
+            total_s - first_s, 0.0, cached,
         )  # fmt: skip
 
     def _text(self, ids: Sequence[int]) -> str:
