@@ -95,6 +95,10 @@ class AdapterVersion:
     created_at: datetime
     card: str | None = None  # the model card (README.md) as text
     tags: dict[str, str] = field(default_factory=dict)
+    parent_name: str | None = None  # `write@3`: the parent as people name it
+    decided_by: str | None = None  # who approved, rejected or revoked it
+    decided_at: datetime | None = None
+    reason: str | None = None  # the reason given with that decision
 
 
 @dataclass(frozen=True)

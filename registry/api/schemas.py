@@ -5,46 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 
+from registry.api.schema_base import Documented
+from registry.api.schema_base import In as In  # re-exported: the routes build on them
+from registry.api.schema_base import Out as Out
 from registry.domain import AdapterState, NodeStatus, Role
 
 MAX_DB_INT = 2**31 - 1
 DbInt = Annotated[int, Field(ge=0, le=MAX_DB_INT)]
 DbId = Annotated[int, Field(ge=1, le=MAX_DB_INT)]
 Score = Annotated[float, Field(allow_inf_nan=False)]
-
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
-
-
-class In(BaseModel):
-    """Request bodies: unknown fields and NUL characters are refused."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_nul(cls, data: Any) -> Any:
-        if _has_nul(data):
-            raise ValueError("strings must not contain NUL characters")
-        return data
-
-
-class Out(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-
-class Documented(BaseModel):
-    """Shapes the OpenAPI document promises that the client reads without a record type:
-    error bodies (turned into typed errors) and blob receipts."""
 
 
 class ValidationIssue(Documented):
@@ -182,6 +153,10 @@ class AdapterPublic(Out):
     created_at: datetime
     card: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
+    parent_name: str | None = Field(None, description="The parent as `capability@version`.")
+    decided_by: str | None = Field(None, description="Who approved, rejected or revoked it.")
+    decided_at: datetime | None = None
+    reason: str | None = Field(None, description="The reason given with that decision.")
 
 
 class AdapterPage(Out):

@@ -13,23 +13,41 @@ from registry import errors
 from registry.cli.base import client_command
 from registry.cli.render import render_gate, render_revision, render_revisions
 from registry.client import RegistryClient
+from registry.names import parse_adapter_ref
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def parse_assignments(pairs: Sequence[str]) -> dict[str, int | None]:
-    """`cap=ID` pairs into {cap: id}; `cap=` or `cap=none` removes the capability."""
-    parsed: dict[str, int | None] = {}
+def parse_assignments(pairs: Sequence[str]) -> dict[str, str | None]:
+    """`--adapter` values into {capability: adapter name}: `write=2` is version 2 of write
+    (`write@2`), `write=#6` the version with id 6, `write@2` alone is `write=2`, and
+    `write=` or `write=none` removes the capability."""
+    parsed: dict[str, str | None] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
+        if not sep and "@" in pair:
+            name, _, version = pair.partition("@")
+            value, sep = version, "="
+        value = value.strip()
         if not sep or not name:
-            raise click.BadParameter(f"{pair!r}: expected CAPABILITY=ID", param_hint="--adapter")
-        if value.strip().lower() in ("", "none", "null"):
+            raise click.BadParameter(
+                f"{pair!r}: expected CAPABILITY=VERSION (write=2), CAPABILITY@VERSION or "
+                "CAPABILITY=#ID",
+                param_hint="--adapter",
+            )
+        if value.lower() in ("", "none", "null"):
             parsed[name] = None
-        elif value.strip().isdigit():
-            parsed[name] = int(value)
-        else:
-            raise click.BadParameter(f"{pair!r}: ID must be an integer", param_hint="--adapter")
+            continue
+        ref = value if value.startswith("#") or "@" in value else f"{name}@{value}"
+        try:
+            parsed_ref = parse_adapter_ref(ref)
+        except errors.InvalidError as exc:
+            raise click.BadParameter(f"{pair!r}: {exc}", param_hint="--adapter") from None
+        if parsed_ref.capability not in (None, name):
+            raise click.BadParameter(
+                f"{pair!r}: {ref} is not a version of {name!r}", param_hint="--adapter"
+            )
+        parsed[name] = ref
     return parsed
 
 
@@ -40,7 +58,13 @@ def _parse_order(order: str | None) -> list[str] | None:
 def _promotion_options(fn: F) -> F:
     options = [
         click.argument("channel"),
-        click.option("--adapter", "adapters", multiple=True, metavar="CAP=ID", help="Repeatable."),
+        click.option(
+            "--adapter",
+            "adapters",
+            multiple=True,
+            metavar="CAP=VERSION",
+            help="write=2 is write@2 (or write=#ID; write= removes write). Repeatable.",
+        ),
         click.option("--order", default=None, help="Hard order, comma separated."),
         click.option("--backbone", "backbone_root", default=None, help="Backbone root."),
         click.option("--expected-revision", type=int, default=None),
@@ -57,12 +81,20 @@ def _promotion_options(fn: F) -> F:
 
 
 def _promotion(
-    adapters: Sequence[str], order: str | None, backbone_root: str | None, **rest: Any
+    client: RegistryClient,
+    adapters: Sequence[str],
+    order: str | None,
+    backbone_root: str | None,
+    **rest: Any,
 ) -> dict[str, Any]:
-    """The PromoteRequest fields of the promote and gate options (the server takes the
-    backbone from the adapters when a new channel is named without one)."""
+    """The PromoteRequest fields of the promote and gate options, adapters named by id (the
+    server takes the backbone from the adapters when a new channel is named without one)."""
+    named = parse_assignments(adapters)
     return {
-        "adapters": parse_assignments(adapters),
+        "adapters": {
+            cap: client.resolve_adapter(ref, backbone_root) if ref else None
+            for cap, ref in named.items()
+        },
         "order": _parse_order(order),
         "backbone": backbone_root,
         **rest,
@@ -75,7 +107,7 @@ def _promotion(
 @client_command()
 def promote(client: RegistryClient, out: Output, channel: str, **options: Any) -> None:
     """Promote adapters into CHANNEL as a new revision, if the gate passes."""
-    request = _promotion(**options)
+    request = _promotion(client, **options)
     try:
         result = client.promote(channel, **request)
     except errors.GateFailedError as exc:
@@ -91,7 +123,7 @@ def promote(client: RegistryClient, out: Output, channel: str, **options: Any) -
 def gate(client: RegistryClient, out: Output, channel: str, **options: Any) -> None:
     """Dry-run the gate for a promotion: exit 0 pass, 1 fail, 2 could not check (an
     unknown CHANNEL too, unless --create: the promotion would create it)."""
-    report = client.gate(channel, **_promotion(**options))
+    report = client.gate(channel, **_promotion(client, **options))
     out.show(report, render_gate)
     if not report["passed"]:
         raise click.exceptions.Exit(1)

@@ -24,7 +24,7 @@ def render_adapters(items: Sequence[Adapter], title: str | None = None) -> Table
             text(a["label"]),
             a["state"],
             str(a["rank"]),
-            text(a["parent_id"]),
+            text(a.get("parent_name")),
             full(a["manifest_root"]),
             a["created_by"],
         )
@@ -39,7 +39,7 @@ def render_adapter(a: Adapter) -> Table:
             ("label", a["label"]),
             ("state", a["state"]),
             ("backbone", a["backbone"]),
-            ("parent", a["parent_id"]),
+            ("parent", a.get("parent_name")),
             ("rank / alpha", f"{a['rank']} / {a['alpha']}"),
             ("targets", ", ".join(a["target_modules"])),
             ("manifest", a["manifest_root"]),
@@ -72,7 +72,7 @@ def render_lineage(lineage: Lineage) -> Table:
             a["name"],
             text(a["label"]),
             a["state"],
-            text(a["parent_id"]),
+            text(a.get("parent_name")),
             full(a["manifest_root"]),
         )
     return out

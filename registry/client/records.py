@@ -70,6 +70,10 @@ class Adapter(TypedDict):
     created_at: str
     card: str | None
     tags: dict[str, str]
+    parent_name: str | None
+    decided_by: str | None
+    decided_at: str | None
+    reason: str | None
 
 
 class AdapterPage(TypedDict):

@@ -151,6 +151,10 @@ class SqlAdapterVersion(Base):
     tags: Mapped[list[SqlAdapterTag]] = relationship(
         lazy="selectin", cascade="all, delete-orphan", order_by="SqlAdapterTag.key"
     )
+    # the parent's version, for its name (`write@3`); one level, loaded with the rows
+    parent: Mapped[SqlAdapterVersion | None] = relationship(
+        remote_side=[id], lazy="selectin", viewonly=True
+    )
 
 
 class SqlAdapterTag(Base):
