@@ -133,6 +133,8 @@ class Revision:
     created_by: str
     created_at: datetime
     reason: str | None
+    # what the hard order names that the library has no adapter for: an order that cannot run
+    order_missing: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

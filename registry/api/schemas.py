@@ -256,6 +256,10 @@ class RevisionPublic(Out):
     created_by: str
     created_at: datetime
     reason: str | None
+    order_missing: list[str] = Field(
+        default_factory=list,
+        description="Capabilities the hard order names that the library lacks (cannot run).",
+    )
 
 
 class PromoteRequest(In):

@@ -85,6 +85,7 @@ def render_revision(rev: Revision) -> Group:
             ("library", rev["library_digest"]),
             ("backbone", rev["backbone"]),
             ("order", ",".join(rev["order"]) or "-"),
+            *([("CANNOT RUN", _cannot_run(rev))] if rev.get("order_missing") else []),
             ("by", f"{rev['created_by']} at {rev['created_at']}"),
             *([("reason", rev["reason"])] if rev["reason"] else []),
         ]
@@ -93,6 +94,11 @@ def render_revision(rev: Revision) -> Group:
     for capability, entry in sorted(rev["library"].items()):
         out.add_row(capability, entry["name"], str(entry["adapter_id"]), entry["manifest_root"])
     return Group(head, out)
+
+
+def _cannot_run(rev: Revision) -> str:
+    missing = ", ".join(rev["order_missing"])
+    return f"the hard order names {missing}, which the library has no adapter for"
 
 
 def render_revisions(revs: Sequence[Revision]) -> Table:

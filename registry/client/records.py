@@ -134,6 +134,7 @@ class Revision(TypedDict):
     created_by: str
     created_at: str
     reason: str | None
+    order_missing: list[str]
 
 
 class GateCheck(TypedDict):

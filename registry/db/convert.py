@@ -103,6 +103,7 @@ def to_revision(row: SqlRevision) -> Revision:
         created_by=row.created_by,
         created_at=row.created_at,
         reason=row.reason,
+        order_missing=[cap for cap in row.order if cap not in row.library],
     )
 
 

@@ -39,12 +39,12 @@ from registry.errors import (
 )
 from registry.names import check_name
 from registry.services.backbones import find_backbone_row
-from registry.services.capabilities import find_capability_row
 from registry.services.gate_evidence import evaluate_gate
 from registry.services.library import library_digest, library_entry
 from registry.services.retry import StaleRead, with_retries
 from registry.services.revisions import (
     channel_row,
+    check_order,
     get_revision,
     head_number,
     head_row,
@@ -53,6 +53,7 @@ from registry.services.revisions import (
     lock_adapters,
     lock_channel,
     revision_event,
+    runnable_order,
 )
 
 __all__ = [
@@ -135,14 +136,6 @@ def _resolve_backbone(
     return channel.backbone
 
 
-def _check_order(session: Session, order: list[str]) -> list[str]:
-    if len(set(order)) != len(order):
-        raise InvalidError(f"order lists a capability twice: {order}")
-    for cap in order:
-        find_capability_row(session, cap)
-    return list(order)
-
-
 def _plan(session: Session, request: PromoteRequest) -> _Plan:
     channel = channel_row(session, request.channel)
     if channel is None and not request.create:
@@ -163,7 +156,8 @@ def _plan(session: Session, request: PromoteRequest) -> _Plan:
         else:
             library[cap] = _promotable(session, cap, adapter_id, backbone)
     current_order = list(current.order) if current is not None else []
-    order = _check_order(session, request.order) if request.order is not None else current_order
+    order = check_order(session, request.order) if request.order is not None else current_order
+    order = runnable_order(library, order)
     if current is not None and _same(library, order, current):
         raise InvalidError("the promotion changes nothing: the library is already current")
     digest = library_digest(backbone.root, library, order)
@@ -334,9 +328,9 @@ def _rollback_plan(
     )
     if target is None or current is None or target_number >= current.revision:
         raise InvalidError(f"channel {channel!r} has no earlier revision {target_number}")
-    return _Plan(
-        row, row.backbone, current, dict(target.library), list(target.order), target.library_digest
-    )
+    order = runnable_order(target.library, target.order)
+    digest = library_digest(row.backbone.root, target.library, order)
+    return _Plan(row, row.backbone, current, dict(target.library), order, digest)
 
 
 def rollback(
@@ -370,7 +364,8 @@ def rollback(
 def remove_adapter_everywhere(
     *, session: Session, actor: Principal, adapter_id: int, reason: str
 ) -> list[Revision]:
-    """A new revision without ``adapter_id`` in every channel whose head holds it.
+    """A new revision without ``adapter_id`` in every channel whose head holds it, its hard
+    order without the capabilities it then lacks (a revoke is never refused).
 
     Called by a revoke after its conditional update locked the adapter row; each channel is
     locked before its head is read, so a promotion that committed meanwhile is seen.
@@ -386,9 +381,11 @@ def remove_adapter_everywhere(
             library = {c: e for c, e in head.library.items() if e["adapter_id"] != adapter_id}
             if len(library) == len(head.library):
                 return None
-            digest = library_digest(channel.backbone.root, library, list(head.order))
-            plan = _Plan(channel, channel.backbone, head, library, list(head.order), digest)
-            return _append(session, plan, channel.name, actor, reason)
+            order = runnable_order(library, head.order)
+            digest = library_digest(channel.backbone.root, library, order)
+            plan = _Plan(channel, channel.backbone, head, library, order, digest)
+            why = reason + (f"; order now {' -> '.join(order)}" if order != head.order else "")
+            return _append(session, plan, channel.name, actor, why)
 
         row = with_retries(session, attempt)
         if row is not None:

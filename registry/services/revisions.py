@@ -17,7 +17,8 @@ from registry.audit import append_event
 from registry.db.convert import to_revision as revision_of
 from registry.db.models import SqlAdapterVersion, SqlChannel, SqlRevision
 from registry.domain import Principal, Revision
-from registry.errors import NotFoundError
+from registry.errors import InvalidError, NotFoundError
+from registry.services.capabilities import find_capability_row
 
 
 def channel_row(session: Session, name: str) -> SqlChannel | None:
@@ -122,3 +123,25 @@ def revision_event(session: Session, actor: Principal, action: str, revision: Re
             "reason": revision.reason,
         },
     )
+
+
+def order_missing(library: Iterable[str], order: Iterable[str]) -> list[str]:
+    """The capabilities a hard order names that the library has no adapter for."""
+    have = set(library)
+    return [cap for cap in order if cap not in have]
+
+
+def runnable_order(library: Iterable[str], order: Iterable[str]) -> list[str]:
+    """The hard order a revision records: the given one without the capabilities its library
+    lacks (a node runs the order's phases in turn and cannot run one it has no adapter for)."""
+    have = set(library)
+    return [cap for cap in order if cap in have]
+
+
+def check_order(session: Session, order: list[str]) -> list[str]:
+    """A hard order of known capabilities, each once."""
+    if len(set(order)) != len(order):
+        raise InvalidError(f"order lists a capability twice: {order}")
+    for cap in order:
+        find_capability_row(session, cap)
+    return list(order)
