@@ -6,13 +6,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
+from rich.console import Group
+from rich.text import Text
 
 from clikit.errors import UncheckedError
 from clikit.output import Output
 from registry import errors
 from registry.cli.base import client_command
 from registry.cli.render import render_gate, render_revision, render_revisions
-from registry.client import RegistryClient
+from registry.client import GateReport, RegistryClient
+from registry.gate_rules import PASSING
 from registry.names import parse_adapter_ref
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -108,24 +111,56 @@ def _promotion(
 def promote(client: RegistryClient, out: Output, channel: str, **options: Any) -> None:
     """Promote adapters into CHANNEL as a new revision, if the gate passes."""
     request = _promotion(client, **options)
+    link = f"{client.url}/gates?channel={channel}"
     try:
         result = client.promote(channel, **request)
     except errors.GateFailedError as exc:
         if isinstance(exc.detail, dict):
-            out.show(exc.detail, render_gate)
+            out.show(exc.detail, lambda r: Group(render_gate(r), gate_line(r, link)))
         raise
-    out.show(result, lambda r: render_revision(r["revision"]))
+    out.show(result, lambda r: Group(render_revision(r["revision"]), gate_line(r["gate"], link)))
+
+
+def gate_verdict(report: GateReport) -> str:
+    """`gate: passed (2 checks)`, `gate: FAILED (1 of 2 checks failed)`, or ungated."""
+    checks = report.get("checks", [])
+    if not checks:
+        return "gate: passed, UNGATED (no benchmark covers this change)"
+    failing = sum(1 for c in checks if c["verdict"] not in PASSING)
+    if report["passed"]:
+        return f"gate: passed ({len(checks)} checks)"
+    return f"gate: FAILED ({failing} of {len(checks)} checks did not pass)"
+
+
+def gate_line(report: GateReport, link: str) -> Text:
+    return Text(f"{gate_verdict(report)}; report: {link}")
 
 
 @click.command()
 @_promotion_options
+@click.option(
+    "--allow-ungated",
+    is_flag=True,
+    help="Exit 0 when no benchmark covers the change (without it: exit 1, an empty gate "
+    "proves nothing).",
+)
 @client_command(UncheckedError)
-def gate(client: RegistryClient, out: Output, channel: str, **options: Any) -> None:
-    """Dry-run the gate for a promotion: exit 0 pass, 1 fail, 2 could not check (an
-    unknown CHANNEL too, unless --create: the promotion would create it)."""
+def gate(
+    client: RegistryClient, out: Output, channel: str, allow_ungated: bool, **options: Any
+) -> None:
+    """Dry-run the gate for a promotion: exit 0 pass, 1 fail (or covered by no benchmark,
+    unless --allow-ungated), 2 could not check (an unknown CHANNEL too, unless --create:
+    the promotion would create it)."""
     report = client.gate(channel, **_promotion(client, **options))
-    out.show(report, render_gate)
+    out.show(report, lambda r: Group(render_gate(r), Text(gate_verdict(r))))
     if not report["passed"]:
+        raise click.exceptions.Exit(1)
+    if not report["checks"] and not allow_ungated:
+        click.echo(
+            "gate: no benchmark covers this change, so nothing was checked; define one "
+            "(weact benchmark create) or pass --allow-ungated",
+            err=True,
+        )
         raise click.exceptions.Exit(1)
 
 

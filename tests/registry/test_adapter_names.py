@@ -129,7 +129,18 @@ def promote_and_gate(world: World, a: dict[str, Any]) -> None:
     gate = world.run("gate", "prod", "--adapter", f"write={version}", "--json")
     assert gate.exit_code in (0, 1), gate.output  # 2: could not check (an unknown name)
     assert "library_digest" in json.loads(gate.stdout)
-    library = world.ok("promote", "prod", "--adapter", f"write={version}")["revision"]["library"]
+    ungated = world.run("gate", "prod", "--adapter", f"write={version}")
+    assert ungated.exit_code == 1  # no benchmark covers the change
+    assert "gate: passed, UNGATED (no benchmark covers this change)" in ungated.stdout
+    allowed = world.run("gate", "prod", "--adapter", f"write={version}", "--allow-ungated")
+    assert allowed.exit_code == 0, allowed.output
+    promoted = world.run("promote", "prod", "--adapter", f"write={version}")
+    assert promoted.exit_code == 0, promoted.output
+    link = f"{world.registry.url}/gates?channel=prod"
+    assert f"gate: passed, UNGATED (no benchmark covers this change); report: {link}" in (
+        " ".join(promoted.stdout.split())
+    )
+    library = world.ok("channel", "show", "prod")["library"]
     assert library["write"]["adapter_id"] == a["id"]
     again = world.ok("promote", "prod", "--adapter", a["name"], "--adapter", "write=none")
     assert "write" not in again["revision"]["library"]

@@ -149,7 +149,12 @@ def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
 
     assignments = [arg for cap in caps for arg in ("--adapter", f"{cap}=#{ids[cap]}")]
     assert cli.run("gate", "prod", *assignments, token=bob).returncode == 2  # no channel yet
-    assert cli.run("gate", "prod", "--create", *assignments, token=bob).returncode == 0
+    ungated = cli.run("gate", "prod", "--create", *assignments, token=bob)
+    assert ungated.returncode == 1  # covered by no benchmark: nothing proves it
+    assert "gate: passed, UNGATED (no benchmark covers this change)" in ungated.stdout
+    assert "define one (weact benchmark create) or pass --allow-ungated" in ungated.stderr
+    allowed = ("--create", "--allow-ungated")
+    assert cli.run("gate", "prod", *allowed, *assignments, token=bob).returncode == 0
     order = ("--order", "plan,search,write")
     first = cli.ok("promote", "prod", "--create", *assignments, *order, token=bob)["revision"]
     assert first["revision"] == 1
@@ -384,6 +389,10 @@ def test_gate_refuses_a_regression_with_exit_code_1(sqlite_cli: Cli, tmp_path: P
     assert report["passed"] is False
     [check] = report["checks"]
     assert (check["verdict"], check["baseline"], check["candidate"]) == ("fail", 0.80, 0.70)
+    promoting = cli.run("promote", "prod", *assignment, token=bob)
+    assert promoting.returncode == 1
+    link = f"{cli.registry.url}/gates?channel=prod"
+    assert f"gate: FAILED (1 of 1 checks did not pass); report: {link}" in promoting.stdout
     refused = cli.fails("promote", "prod", *assignment, token=bob)
     assert "gate_failed" in refused
     assert "report-quality" in refused
