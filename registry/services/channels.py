@@ -45,6 +45,7 @@ from registry.services.retry import StaleRead, with_retries
 from registry.services.revisions import (
     channel_row,
     check_order,
+    existing_channel,
     get_revision,
     head_number,
     head_row,
@@ -52,6 +53,7 @@ from registry.services.revisions import (
     list_revisions,
     lock_adapters,
     lock_channel,
+    missing_channel,
     revision_event,
     runnable_order,
 )
@@ -97,12 +99,13 @@ class _Plan:
 def _promotable(session: Session, cap: str, adapter_id: int, backbone: SqlBackbone) -> Any:
     row = session.get(SqlAdapterVersion, adapter_id)
     if row is None:
-        raise NotFoundError(f"adapter {adapter_id} not found")
+        raise NotFoundError(f"adapter #{adapter_id} does not exist")
+    name = f"{row.capability.name}@{row.version}"
     if row.capability.name != cap:
-        raise InvalidError(f"adapter {adapter_id} is {row.capability.name}, not {cap!r}")
+        raise InvalidError(f"adapter {name} is a {row.capability.name} adapter, not {cap!r}")
     if row.state != AdapterState.APPROVED.value:
         raise InvalidStateError(
-            f"{row.capability.name}@{row.version} is {row.state}; only approved adapters"
+            f"cannot promote {name}: it is {row.state}, and a channel serves only approved adapters"
         )
     if row.backbone_id != backbone.id:
         raise IncompatibleAdapterError(
@@ -139,10 +142,8 @@ def _resolve_backbone(
 def _plan(session: Session, request: PromoteRequest) -> _Plan:
     channel = channel_row(session, request.channel)
     if channel is None and not request.create:
-        raise NotFoundError(
-            f"channel {request.channel!r} does not exist (create it explicitly: create=true, "
-            "`weact promote --create`)"
-        )
+        missing = missing_channel(session, request.channel).detail
+        raise NotFoundError(f"{missing}; create it explicitly: `weact promote --create`")
     backbone = _resolve_backbone(session, channel, request.backbone, request.adapters)
     current = head_row(session, channel)
     number = current.revision if current is not None else 0
@@ -316,9 +317,7 @@ def promote(*, session: Session, actor: Principal, request: PromoteRequest) -> P
 def _rollback_plan(
     session: Session, channel: str, target_number: int, expected: int | None
 ) -> _Plan:
-    row = channel_row(session, channel)
-    if row is None:
-        raise NotFoundError(f"channel {channel!r} not found")
+    row = existing_channel(session, channel)
     current = head_row(session, row)
     _check_expected(channel, current.revision if current is not None else 0, expected)
     target = session.scalar(

@@ -180,3 +180,15 @@ def test_the_resolve_endpoint(world: World) -> None:
     missing = httpx.get(f"{url}/write@999", headers=headers)
     assert missing.status_code == 404
     assert missing.json()["error"] == "not_found"
+
+
+def test_typos_say_does_not_exist_and_offer_the_close_name(world: World) -> None:
+    shown = world.run("channel", "show", "prdo")
+    assert shown.exit_code == 1
+    assert "channel 'prdo' does not exist (did you mean 'prod'?)" in shown.output
+    fleet = world.run("nodes", "--channel", "prdo")
+    assert fleet.exit_code == 1
+    assert "channel 'prdo' does not exist (did you mean 'prod'?)" in fleet.output
+    command = world.run("adaptr", "list")
+    assert command.exit_code == 2
+    assert "No such command 'adaptr'. Did you mean 'adapter'?" in command.output

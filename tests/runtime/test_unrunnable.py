@@ -40,3 +40,18 @@ def test_a_failed_episode_reports_the_cause_not_the_exception_group() -> None:
         "library); available: plan, search"
     )
     assert failure_cause(ValueError("bad\nline")) == "ValueError: bad line"
+
+
+def test_the_node_api_answers_every_error_in_the_error_detail_shape() -> None:
+    app = create_app(ScriptedEngine())
+    with serve(app) as url, httpx.Client(base_url=url) as client:
+        untyped = client.post("/v1/episodes", content=b'{"task": "x"}')  # no content type
+        empty = client.post("/v1/episodes", json={})
+        nowhere = client.get("/v1/nowhere")
+    assert untyped.status_code == 422
+    assert untyped.json()["error"] == "invalid"
+    assert "send the body as JSON with Content-Type: application/json" in untyped.json()["detail"]
+    assert empty.status_code == 422
+    assert empty.json() == {"error": "invalid", "detail": "body.task: Field required"}
+    assert nowhere.status_code == 404
+    assert nowhere.json() == {"error": "not_found", "detail": "Not Found"}
