@@ -99,6 +99,7 @@ class AdapterVersion:
     decided_by: str | None = None  # who approved, rejected or revoked it
     decided_at: datetime | None = None
     reason: str | None = None  # the reason given with that decision
+    approved_by: str | None = None  # who approved it (kept after a revoke), on single reads
 
 
 @dataclass(frozen=True)

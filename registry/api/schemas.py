@@ -157,6 +157,7 @@ class AdapterPublic(Out):
     decided_by: str | None = Field(None, description="Who approved, rejected or revoked it.")
     decided_at: datetime | None = None
     reason: str | None = Field(None, description="The reason given with that decision.")
+    approved_by: str | None = Field(None, description="Who approved it (one version's read).")
 
 
 class AdapterPage(Out):

@@ -20,6 +20,7 @@ from registry import errors
 from registry.cli.base import adapter_argument, check_adapter_name, client_command
 from registry.cli.render import render_adapter, render_adapters, render_lineage
 from registry.client import RegistryClient
+from registry.client.transfers import TRAINING_FILE, training_provenance
 from registry.trust import load_signer
 from registry.trust.offline import SIGNATURES_FILE
 
@@ -90,7 +91,7 @@ def adapter_push(
 ) -> None:
     """Upload a PEFT adapter DIRECTORY (with its README.md and training.json, if there) and
     register it as a candidate version; bytes already registered answer with that version."""
-    stated = json.loads(provenance.read_text()) if provenance else None
+    stated = json.loads(provenance.read_text()) if provenance else trained(directory, capability)
     parent_id = client.resolve_adapter(parent, backbone_root) if parent else None
     with transfer_progress(f"push {directory.name}") as progress:
         try:
@@ -115,14 +116,39 @@ def adapter_push(
     out.show({**created, "existing": False}, render_adapter)
 
 
+def trained(directory: Path, capability: str) -> dict[str, Any] | None:
+    """The provenance the directory's training.json (from `weact train`) states, if any."""
+    path = directory / TRAINING_FILE
+    if not path.is_file():
+        return None
+    try:
+        return training_provenance(json.loads(path.read_text()), capability)
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise click.UsageError(f"{path}: not a training.json of `weact train` ({exc})") from None
+
+
 @adapter.command("pull")
 @adapter_argument()
 @click.option("--to", "to_dir", required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--allow-revoked", is_flag=True, help="Pull a revoked version anyway (with a warning)."
+)
 @client_command()
-def adapter_pull(client: RegistryClient, out: Output, adapter: str, to_dir: Path) -> None:
+def adapter_pull(
+    client: RegistryClient, out: Output, adapter: str, to_dir: Path, allow_revoked: bool
+) -> None:
     """Download a verified PEFT directory of an ADAPTER version (write@2), with the
-    signatures the registry has of it in signatures.json (for `weact verify`)."""
-    adapter_id = client.resolve_adapter(adapter)
+    signatures the registry has of it in signatures.json (for `weact verify`). A revoked
+    version is refused unless --allow-revoked."""
+    record = client.adapter_by_name(adapter)
+    adapter_id = record["id"]
+    if record["state"] == "revoked":
+        why = f"{record['name']} is revoked by {record.get('decided_by')}" + (
+            f": {record['reason']}" if record.get("reason") else ""
+        )
+        if not allow_revoked:
+            raise errors.InvalidStateError(f"refusing to pull: {why}; --allow-revoked pulls it")
+        click.echo(f"Warning: {why}", err=True)
     with transfer_progress(f"pull {adapter}") as progress:
         path = client.pull_adapter(adapter_id, to_dir, progress)
     envelopes = [s["envelope"] for s in client.list_signatures(adapter_id)]

@@ -74,6 +74,7 @@ class Adapter(TypedDict):
     decided_by: str | None
     decided_at: str | None
     reason: str | None
+    approved_by: str | None
 
 
 class AdapterPage(TypedDict):

@@ -7,11 +7,13 @@ an ambiguous name is an `InvalidError` naming the candidates by id.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.db.convert import to_adapter
-from registry.db.models import SqlAdapterVersion, SqlBackbone
+from registry.db.models import SqlAdapterVersion, SqlBackbone, SqlEvent
 from registry.domain import AdapterVersion
 from registry.errors import InvalidError, NotFoundError
 from registry.names import parse_adapter_ref
@@ -53,4 +55,15 @@ def find_named_row(session: Session, name: str, backbone: str | None = None) -> 
 
 
 def resolve_adapter(*, session: Session, name: str, backbone: str | None = None) -> AdapterVersion:
-    return to_adapter(find_named_row(session, name, backbone))
+    return with_approver(session, to_adapter(find_named_row(session, name, backbone)))
+
+
+def with_approver(session: Session, adapter: AdapterVersion) -> AdapterVersion:
+    """The version with `approved_by` from its approval event (a revoke keeps it)."""
+    approver = session.scalar(
+        select(SqlEvent.actor)
+        .where(SqlEvent.subject == f"adapter:{adapter.id}", SqlEvent.action == "adapter.approve")
+        .order_by(SqlEvent.id.desc())
+        .limit(1)
+    )
+    return replace(adapter, approved_by=approver)

@@ -217,6 +217,8 @@ def _calls(tmp_path: Path) -> dict[str, Callable[[RegistryClient], Any]]:
         "push_adapter": lambda c: c.push_adapter(adapter_dir, capability="plan", backbone=d),
         "list_adapters": lambda c: c.list_adapters(),
         "get_adapter": lambda c: c.get_adapter(1),
+        "adapter_by_name": lambda c: c.adapter_by_name("write@2"),
+        "resolve_adapter": lambda c: c.resolve_adapter("write@2"),
         "lineage": lambda c: c.lineage(1),
         "approve": lambda c: c.approve(1),
         "reject": lambda c: c.reject(1),

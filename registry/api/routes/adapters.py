@@ -127,7 +127,8 @@ def get_adapter_by_name(
 @router.get("/adapters/{adapter_id}", response_model=AdapterPublic, responses=errors(404, *READ))
 def get_adapter(adapter_id: AdapterId, state: StateDep, _reader: Reader) -> AdapterVersion:
     with state.db.read() as session:
-        return adapters.get_adapter(session=session, adapter_id=adapter_id)
+        adapter = adapters.get_adapter(session=session, adapter_id=adapter_id)
+        return adapter_names.with_approver(session, adapter)
 
 
 @router.get(
