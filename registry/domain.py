@@ -136,6 +136,7 @@ class Revision:
     reason: str | None
     # what the hard order names that the library has no adapter for: an order that cannot run
     order_missing: list[str] = field(default_factory=list)
+    required_benchmarks: list[str] = field(default_factory=list)  # the channel's, for its gate
 
 
 @dataclass(frozen=True)

@@ -261,6 +261,9 @@ class RevisionPublic(Out):
         default_factory=list,
         description="Capabilities the hard order names that the library lacks (cannot run).",
     )
+    required_benchmarks: list[str] = Field(
+        default_factory=list, description="Benchmarks every gate of the channel must judge."
+    )
 
 
 class PromoteRequest(In):

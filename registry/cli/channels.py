@@ -222,3 +222,16 @@ def channel_wait(client: RegistryClient, out: Output, name: str, after: int, wai
     """Long-poll a channel; prints the new revision, or null when none came in time."""
     rev = client.wait_for_channel(name, after=after, wait=wait_s)
     out.show(rev, lambda r: render_revision(r) if r else f"no revision after {after}")
+
+
+@channel.command("require")
+@click.argument("name")
+@click.argument("benchmarks", nargs=-1)
+@client_command()
+def channel_require(
+    client: RegistryClient, out: Output, name: str, benchmarks: tuple[str, ...]
+) -> None:
+    """Set the BENCHMARKS every gate of channel NAME must judge (none given: requires none).
+
+    A required benchmark with no evaluation for a change fails the gate as `missing`."""
+    out.show(client.require_benchmarks(name, benchmarks), render_revision)

@@ -118,6 +118,7 @@ def render_revision(rev: Revision) -> Group:
             ("backbone", rev["backbone"]),
             ("order", ",".join(rev["order"]) or "-"),
             *([("CANNOT RUN", _cannot_run(rev))] if rev.get("order_missing") else []),
+            ("gate requires", ", ".join(rev.get("required_benchmarks") or []) or "-"),
             ("by", f"{rev['created_by']} at {rev['created_at']}"),
             *([("reason", rev["reason"])] if rev["reason"] else []),
         ]

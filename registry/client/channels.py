@@ -100,6 +100,12 @@ class ChannelEndpoints(EndpointBase):
         }
         return self.seen.saw_revision(self._post(f"/channels/{channel}/rollback", body))
 
+    def require_benchmarks(self, channel: str, benchmarks: Sequence[str]) -> Revision:
+        """Set the benchmarks every gate of `channel` must judge ([] requires none)."""
+        body = {"benchmarks": list(benchmarks)}
+        path = f"/channels/{channel}/required-benchmarks"
+        return cast(Revision, self._transport.json("PUT", path, json=body))
+
 
 def _promote_request(
     adapters: Mapping[str, int | None],

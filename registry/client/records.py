@@ -136,6 +136,7 @@ class Revision(TypedDict):
     created_at: str
     reason: str | None
     order_missing: list[str]
+    required_benchmarks: list[str]
 
 
 class GateCheck(TypedDict):

@@ -104,6 +104,7 @@ def to_revision(row: SqlRevision) -> Revision:
         created_at=row.created_at,
         reason=row.reason,
         order_missing=[cap for cap in row.order if cap not in row.library],
+        required_benchmarks=list(row.channel.required_benchmarks or []),
     )
 
 

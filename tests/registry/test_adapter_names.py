@@ -192,3 +192,13 @@ def test_typos_say_does_not_exist_and_offer_the_close_name(world: World) -> None
     command = world.run("adaptr", "list")
     assert command.exit_code == 2
     assert "No such command 'adaptr'. Did you mean 'adapter'?" in command.output
+
+
+def test_a_channel_requires_benchmarks_from_the_cli(world: World) -> None:
+    unknown = world.run("channel", "require", "prod", "nope")
+    assert unknown.exit_code == 1
+    assert "benchmark 'nope' does not exist" in unknown.output
+    cleared = world.ok("channel", "require", "prod")
+    assert cleared["required_benchmarks"] == []
+    shown = world.run("channel", "show", "prod")
+    assert "gate requires  -" in shown.output

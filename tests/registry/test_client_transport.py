@@ -247,6 +247,7 @@ def _calls(tmp_path: Path) -> dict[str, Callable[[RegistryClient], Any]]:
         "gate": lambda c: c.gate("prod", {"plan": 1}),
         "promote": lambda c: c.promote("prod", {"plan": 1}),
         "rollback": lambda c: c.rollback("prod", to_revision=1),
+        "require_benchmarks": lambda c: c.require_benchmarks("prod", ["research-em"]),
         "heartbeat": lambda c: c.heartbeat("n", channel="prod", revision=None, audit={}),
         "report_node_event": lambda c: c.report_node_event(
             "n", kind="integrity.refused", adapter="write@1", detail="root differs"
