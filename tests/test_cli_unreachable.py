@@ -90,6 +90,7 @@ REGISTRY: dict[str, list[str]] = {
     "channel show": ["prod"],
     "channel revisions": ["prod"],
     "channel wait": ["prod", "--after", "0", "--wait", "1"],
+    "channel require": ["prod", "research-em"],
     "audit events": [],
     "nodes": [],
     "train": [
