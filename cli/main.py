@@ -6,6 +6,7 @@ module is imported only when that command runs (or its own --help is shown).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 
@@ -68,6 +69,17 @@ class LazyGroup(click.Group):
                 "install with `pip install 'weact[runtime]'`"
             ) from exc
         return getattr(module, attr)  # type: ignore[no-any-return]
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """An unknown command is a usage error that offers the closest one."""
+        name = args[0] if args else ""
+        if args and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, [*COMMANDS, *HIDDEN_ALIASES], n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint} (`weact --help` lists them)")
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]

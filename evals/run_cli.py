@@ -83,7 +83,7 @@ def _post(options: dict[str, Any], suite: Any, results: Mapping[str, Any], key: 
     from registry.client import RegistryClient
     from trainers.publish import code_version
 
-    ids = {cap: int(v) for cap, v in _pairs(options["adapter_ids"], "--adapter-id").items()}
+    pairs = _pairs(options["adapter_ids"], "--adapter-id")
     provenance = {
         "engine": options["engine"],
         "policy": options["policy"],
@@ -91,6 +91,7 @@ def _post(options: dict[str, Any], suite: Any, results: Mapping[str, Any], key: 
         "extra": {"split": options["split"], "library_key": key, "limit": options["limit"]},
     }
     with RegistryClient(options["registry_url"], options["token"]) as client:
+        ids = {cap: client.resolve_adapter(v) for cap, v in pairs.items()}
         return post_results(
             client,
             suite_digest=suite.digest,
@@ -145,7 +146,10 @@ def _post(options: dict[str, Any], suite: Any, results: Mapping[str, Any], key: 
 @token_option(help="--post: an evaluator token.")
 @click.option("--library-digest", default=None, help="The library evaluated (library benchmarks).")
 @click.option(
-    "--adapter-id", "adapter_ids", multiple=True, help="CAPABILITY=ID (capability benchmarks)."
+    "--adapter-id",
+    "adapter_ids",
+    multiple=True,
+    help="CAPABILITY=ID or CAPABILITY=CAP@VERSION (capability benchmarks).",
 )
 @click.option("--json", "as_json", is_flag=True)
 @fail_cleanly(RegistryError, StorageError, EvalError)

@@ -95,6 +95,11 @@ class AdapterVersion:
     created_at: datetime
     card: str | None = None  # the model card (README.md) as text
     tags: dict[str, str] = field(default_factory=dict)
+    parent_name: str | None = None  # `write@3`: the parent as people name it
+    decided_by: str | None = None  # who approved, rejected or revoked it
+    decided_at: datetime | None = None
+    reason: str | None = None  # the reason given with that decision
+    approved_by: str | None = None  # who approved it (kept after a revoke), on single reads
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,9 @@ class Revision:
     created_by: str
     created_at: datetime
     reason: str | None
+    # what the hard order names that the library has no adapter for: an order that cannot run
+    order_missing: list[str] = field(default_factory=list)
+    required_benchmarks: list[str] = field(default_factory=list)  # the channel's, for its gate
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ class Agent:
             raise
         except Exception as exc:
             logger.exception("episode %s failed", episode.id)
-            episode.status, episode.error = "failed", f"{type(exc).__name__}: {exc}"
+            episode.status, episode.error = "failed", failure_cause(exc)
         finally:
             episode.elapsed_s = time.perf_counter() - start
             episode.events.emit(
@@ -356,3 +356,11 @@ def _chooses(episode: Episode) -> bool:
     """Whether the episode's policy makes its choices under a constraint."""
     policy = episode.policy
     return isinstance(policy, SoftPolicy) and policy.constrained
+
+
+def failure_cause(exc: BaseException) -> str:
+    """The one line an episode that failed reports, `Type: message` of the cause: taken out
+    of any exception group (a task group's "unhandled errors in a TaskGroup" says nothing)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"

@@ -26,7 +26,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from runtime.engine import Config, Engine, EngineSession, SwitchRecord
-from runtime.errors import EpisodeNotFoundError, TooManyEpisodesError, UnknownHandleError
+from runtime.errors import (
+    EpisodeNotFoundError,
+    TooManyEpisodesError,
+    UnknownHandleError,
+    UnrunnableEpisodeError,
+)
 from runtime.handles import DEFAULT_IDLE_S, HandleTable
 from runtime.lora_tools import AdapterControl
 from runtime.policy import HardPolicy, Policy
@@ -190,16 +195,24 @@ class EpisodeManager:
     def create(
         self, *, policy: Policy | None = None, task: str | None = None, owner: str = ""
     ) -> Episode:
-        """A new episode; `owner` names the credentials that may see it (`owner_of`)."""
+        """A new episode; `owner` names the credentials that may see it (`owner_of`).
+        `UnrunnableEpisodeError` when its hard order names a capability its library lacks."""
         with self._lock:
-            return self._create(policy or self.policy, task, owner)
+            return self._create(policy or self.policy, task, owner, runnable=True)
 
-    def _create(self, policy: Policy, task: str | None, owner: str) -> Episode:
+    def _create(
+        self, policy: Policy, task: str | None, owner: str, runnable: bool = False
+    ) -> Episode:
         self._make_room()
         with self.source.pinned() if self.source else nullcontext(None) as revision:
             session = self.engine.new_session()
             specs = self.engine.adapters
         library = {name: specs[name] for name in session.library if name in specs}
+        if runnable and isinstance(policy, HardPolicy):
+            missing = [c for c in policy.order if c not in library]
+            if missing:
+                session.close()
+                raise UnrunnableEpisodeError(policy.order, missing, revision)
         control = AdapterControl(session, policy, library, on_switch=self.on_switch)
         episode = Episode(
             uuid.uuid4().hex, policy, control, task=task, revision=revision, owner=owner

@@ -15,6 +15,7 @@ RuntimeEngineError
 ├── ConstrainedChoiceUnsupportedError (NotImplementedError) an engine that cannot constrain
 │                                         decoding, asked for the constrained soft policy
 ├── InvalidPolicyError (ValueError)       a policy that cannot be built (kind, order, guesses)
+│   └── UnrunnableEpisodeError            a hard order naming a capability the library lacks
 ├── EpisodeNotFoundError (KeyError)       an episode id the node does not know (or not yours)
 ├── TooManyEpisodesError (RuntimeError)   every episode slot is taken by a running episode
 ├── HandleError (PermissionError)         an MCP episode handle that opens nothing for the caller
@@ -127,6 +128,19 @@ class InvalidPolicyError(RuntimeEngineError, ValueError):
     """A policy that cannot be built: unknown kind, empty order, unknown capabilities."""
 
 
+class UnrunnableEpisodeError(InvalidPolicyError):
+    """An episode refused before it starts: its hard order names a capability that the
+    library it would be pinned to has no adapter for (a revoke took it out, say)."""
+
+    def __init__(self, order: Sequence[str], missing: Sequence[str], revision: int | None):
+        self.missing = list(missing)
+        where = f"revision {revision}'s library" if revision is not None else "the library"
+        super().__init__(
+            f"cannot run this episode: the hard order {' -> '.join(order)} names "
+            f"{', '.join(missing)}, which {where} has no adapter for"
+        )
+
+
 class EpisodeNotFoundError(RuntimeEngineError, KeyError):
     def __init__(self, episode_id: str) -> None:
         super().__init__(f"no episode {episode_id!r}")
@@ -172,6 +186,7 @@ class VllmRequestError(RuntimeEngineError, RuntimeError):
 # runtime error is the client's mistake (DEFAULT_HTTP_STATUS)
 HTTP_STATUS: dict[type[RuntimeEngineError], tuple[int, str]] = {
     EpisodeNotFoundError: (404, "not_found"),
+    UnrunnableEpisodeError: (409, "cannot_run"),
     InvalidPolicyError: (422, "invalid"),
     ConstrainedChoiceUnsupportedError: (422, "invalid"),
     TooManyEpisodesError: (503, "busy"),

@@ -92,6 +92,7 @@ REGISTRY: dict[str, list[str]] = {
     "channel revisions": ["prod"],
     "channel wait": ["prod", "--after", "0", "--wait", "1"],
     "channel sign": ["prod", "--revision", "1", "--key", "{key}"],
+    "channel require": ["prod", "research-em"],
     "audit events": [],
     "nodes": [],
     "train": [

@@ -100,7 +100,9 @@ def _registry_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         registry_url_option("--registry", "registry_url", help="Registry to publish to."),
         token_option(help="Publisher token."),
-        click.option("--parent", "parent_id", type=int, help="Parent adapter id (an update)."),
+        click.option(
+            "--parent", metavar="ADAPTER", help="Parent version, write@2 (an update); or #ID."
+        ),
         click.option("--label", help="Version label, e.g. write++."),
         click.option("--allow-replay", is_flag=True, help="Publish anyway, recording replay."),
         click.option(
@@ -132,7 +134,7 @@ def _publish(directory: Path, capability: str, opts: dict[str, Any]) -> dict[str
             directory,
             client=client,
             capability=capability,
-            parent_id=opts.get("parent_id"),
+            parent_id=client.resolve_adapter(opts["parent"]) if opts.get("parent") else None,
             label=opts.get("label"),
             allow_replay=bool(opts.get("allow_replay")),
             progress=progress,
@@ -152,8 +154,8 @@ def _check_publishable(capability: str, opts: dict[str, Any]) -> None:
         load_signer(opts["key_file"])
     with RegistryClient(opts["registry_url"], opts["token"]) as client:
         client.get_capability(capability)
-        if opts.get("parent_id") is not None:
-            client.get_adapter(opts["parent_id"])
+        if opts.get("parent") is not None:
+            client.adapter_by_name(opts["parent"])
         if not opts.get("key_file") and client.get_trust()["strict"]:
             raise UntrustedError("this registry is strict: sign the push (--key)")
 

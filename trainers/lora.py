@@ -26,6 +26,7 @@ from typing import Any
 
 from storage.manifest import manifest_of_path
 from trainers.adapter_dir import adapter_dir, check_empty
+from trainers.card import CARD_FILE, model_card
 from trainers.distributed import SINGLE, World, gathered, global_sum, on_main, session, wrap_model
 from trainers.errors import AdapterSpecError, NoSamplesError, RootChangedError
 from trainers.loss import masked_nll
@@ -244,7 +245,8 @@ def _peft_summary(config: Any) -> dict[str, Any]:
 def save_adapter(
     peft_model: Any, name: str, out: Path, base_path: str, meta: dict[str, Any]
 ) -> Path:
-    """A standard PEFT directory (config + safetensors + training.json), renamed into place."""
+    """A standard PEFT directory (config + safetensors + training.json + the model card,
+    README.md), renamed into place."""
     from safetensors.torch import save_file
 
     from trainers.roots import adapter_tensors
@@ -259,6 +261,7 @@ def save_adapter(
         config.base_model_name_or_path = base_path
         config.save_pretrained(str(tmp))
         (tmp / TRAINING_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        (tmp / CARD_FILE).write_text(model_card(meta, base_path))
     return Path(out)
 
 

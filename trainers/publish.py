@@ -24,6 +24,7 @@ from typing import Any
 from securesystemslib.signer import Signer
 
 from registry.client import Adapter, ProgressCallback, RegistryClient
+from registry.client.transfers import training_provenance
 from storage.digest import sha256_file
 from storage.errors import StorageError
 from storage.manifest import manifest_of_path
@@ -100,31 +101,8 @@ def ancestor_digests(client: RegistryClient, parent_id: int | None) -> set[str]:
 
 
 def provenance(training: Mapping[str, Any], capability: str, replay: bool) -> dict[str, Any]:
-    trainer = {
-        key: training.get(key)
-        for key in (
-            "settings",
-            "peft",
-            "samples",
-            "steps",
-            "sequential",
-            "init",
-            "roots",
-            "distributed",
-        )
-    }
-    losses = training.get("losses") or []
-    trainer["loss_first"], trainer["loss_last"] = (
-        (losses[0], losses[-1]) if losses else (None, None)
-    )
-    return {
-        "data_digests": [d["sha256"] for d in training.get("data", [])],
-        "capabilities": list(training.get("covered", [capability])),
-        "replay": replay,
-        "trainer": trainer,
-        "seed": training.get("settings", {}).get("seed"),
-        "code_version": code_version(),
-    }
+    stated = training_provenance(training, capability)
+    return {**stated, "replay": replay, "code_version": code_version()}
 
 
 def publish_adapter(

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from registry.api.metrics import Metrics
 from registry.api.notify import Changes, ChannelNotifier
-from registry.auth import Permission, authorize
+from registry.auth import Permission, action_of, authorize
 from registry.db.session import Database
 from registry.domain import Principal
 from registry.services.read_cache import ChannelReads, TokenReads
@@ -55,9 +55,11 @@ async def get_principal(
     return await run_in_threadpool(state.tokens.authenticate, token)
 
 
-def require(permission: Permission) -> Callable[[Principal], Awaitable[Principal]]:
-    async def dependency(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
-        authorize(principal, permission)
+def require(permission: Permission) -> Callable[..., Awaitable[Principal]]:
+    async def dependency(
+        request: Request, principal: Annotated[Principal, Depends(get_principal)]
+    ) -> Principal:
+        authorize(principal, permission, action_of(request.method, request.url.path))
         return principal
 
     return dependency

@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from registry.api.schema_base import Documented
+from registry.api.schema_base import Out as Out
 from registry.api.schema_types import (
     DTYPES,
     TENSOR_NAME,
@@ -18,7 +20,7 @@ from registry.api.schema_types import (
     node_id_for_node_tokens,
 )
 from registry.api.schema_types import (
-    In as In,  # re-exported: the request base class
+    In as In,  # re-exported: the routes build on them
 )
 from registry.domain import AdapterState, NodeStatus, Role
 
@@ -26,15 +28,6 @@ MAX_DB_INT = 2**31 - 1
 DbInt = Annotated[int, Field(ge=0, le=MAX_DB_INT)]
 DbId = Annotated[int, Field(ge=1, le=MAX_DB_INT)]
 Score = Annotated[float, Field(allow_inf_nan=False)]
-
-
-class Out(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-
-class Documented(BaseModel):
-    """Shapes the OpenAPI document promises that the client reads without a record type:
-    error bodies (turned into typed errors) and blob receipts."""
 
 
 class ValidationIssue(Documented):
@@ -173,6 +166,11 @@ class AdapterPublic(Out):
     created_at: datetime
     card: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
+    parent_name: str | None = Field(None, description="The parent as `capability@version`.")
+    decided_by: str | None = Field(None, description="Who approved, rejected or revoked it.")
+    decided_at: datetime | None = None
+    reason: str | None = Field(None, description="The reason given with that decision.")
+    approved_by: str | None = Field(None, description="Who approved it (one version's read).")
 
 
 class AdapterPage(Out):
@@ -272,6 +270,13 @@ class RevisionPublic(Out):
     created_by: str
     created_at: datetime
     reason: str | None
+    order_missing: list[str] = Field(
+        default_factory=list,
+        description="Capabilities the hard order names that the library lacks (cannot run).",
+    )
+    required_benchmarks: list[str] = Field(
+        default_factory=list, description="Benchmarks every gate of the channel must judge."
+    )
 
 
 class PromoteRequest(In):

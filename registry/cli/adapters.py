@@ -17,9 +17,10 @@ import click
 from clikit.output import Output
 from clikit.progress import transfer_progress
 from registry import errors
-from registry.cli.base import client_command
+from registry.cli.base import adapter_argument, check_adapter_name, client_command
 from registry.cli.render import render_adapter, render_adapters, render_lineage
 from registry.client import RegistryClient
+from registry.client.transfers import TRAINING_FILE, training_provenance
 from registry.trust import load_signer
 from registry.trust.offline import SIGNATURES_FILE
 
@@ -52,7 +53,13 @@ def adapter() -> None:
 @adapter.command("push")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--capability", required=True)
-@click.option("--parent", "parent_id", type=int, default=None, help="Parent version id.")
+@click.option(
+    "--parent",
+    callback=check_adapter_name,
+    default=None,
+    metavar="ADAPTER",
+    help="Parent version: write@2 (or an id, #6).",
+)
 @click.option("--label", default=None, help="A human label, e.g. write++.")
 @click.option("--backbone", "backbone_root", default=None, help="Backbone manifest root.")
 @click.option(
@@ -75,7 +82,7 @@ def adapter_push(
     out: Output,
     directory: Path,
     capability: str,
-    parent_id: int | None,
+    parent: str | None,
     label: str | None,
     backbone_root: str | None,
     provenance: Path | None,
@@ -84,7 +91,8 @@ def adapter_push(
 ) -> None:
     """Upload a PEFT adapter DIRECTORY (with its README.md and training.json, if there) and
     register it as a candidate version; bytes already registered answer with that version."""
-    stated = json.loads(provenance.read_text()) if provenance else None
+    stated = json.loads(provenance.read_text()) if provenance else trained(directory, capability)
+    parent_id = client.resolve_adapter(parent, backbone_root) if parent else None
     with transfer_progress(f"push {directory.name}") as progress:
         try:
             created = client.push_adapter(
@@ -108,19 +116,46 @@ def adapter_push(
     out.show({**created, "existing": False}, render_adapter)
 
 
+def trained(directory: Path, capability: str) -> dict[str, Any] | None:
+    """The provenance the directory's training.json (from `weact train`) states, if any."""
+    path = directory / TRAINING_FILE
+    if not path.is_file():
+        return None
+    try:
+        return training_provenance(json.loads(path.read_text()), capability)
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise click.UsageError(f"{path}: not a training.json of `weact train` ({exc})") from None
+
+
 @adapter.command("pull")
-@click.argument("adapter_id", type=int)
+@adapter_argument()
 @click.option("--to", "to_dir", required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--allow-revoked", is_flag=True, help="Pull a revoked version anyway (with a warning)."
+)
 @client_command()
-def adapter_pull(client: RegistryClient, out: Output, adapter_id: int, to_dir: Path) -> None:
-    """Download a verified PEFT directory of an adapter version, with the signatures the
-    registry has of it in signatures.json (for `weact verify`)."""
-    with transfer_progress(f"pull {adapter_id}") as progress:
+def adapter_pull(
+    client: RegistryClient, out: Output, adapter: str, to_dir: Path, allow_revoked: bool
+) -> None:
+    """Download a verified PEFT directory of an ADAPTER version (write@2), with the
+    signatures the registry has of it in signatures.json (for `weact verify`). A revoked
+    version is refused unless --allow-revoked."""
+    record = client.adapter_by_name(adapter)
+    adapter_id = record["id"]
+    if record["state"] == "revoked":
+        why = f"{record['name']} is revoked by {record.get('decided_by')}" + (
+            f": {record['reason']}" if record.get("reason") else ""
+        )
+        if not allow_revoked:
+            raise errors.InvalidStateError(f"refusing to pull: {why}; --allow-revoked pulls it")
+        click.echo(f"Warning: {why}", err=True)
+    with transfer_progress(f"pull {adapter}") as progress:
         path = client.pull_adapter(adapter_id, to_dir, progress)
     envelopes = [s["envelope"] for s in client.list_signatures(adapter_id)]
     if envelopes:  # an unsigned version pulls as its PEFT files alone
         (path / SIGNATURES_FILE).write_text(json.dumps(envelopes, indent=2) + "\n")
-    out.show({"adapter_id": adapter_id, "path": str(path)}, lambda r: f"pulled to {r['path']}")
+    pulled = {"adapter_id": adapter_id, "name": adapter, "path": str(path)}
+    out.show(pulled, lambda r: f"pulled to {r['path']}")
 
 
 @adapter.command("list")
@@ -131,7 +166,7 @@ def adapter_pull(client: RegistryClient, out: Output, adapter_id: int, to_dir: P
 @click.option("--offset", type=int, default=None)
 @_tag_option("--tag", "tags", help="Only versions with this tag (repeat: all of them).")
 @click.option("--label", default=None, help="Only versions with this label.")
-@click.option("--parent", "parent_id", type=int, default=None, help="Only children of this id.")
+@click.option("--parent", callback=check_adapter_name, metavar="ADAPTER", help="Only its children.")
 @click.option("--text", default=None, help="Only versions whose model card holds this text.")
 @click.option(
     "--sort",
@@ -150,11 +185,12 @@ def adapter_list(
     offset: int | None,
     tags: dict[str, str],
     label: str | None,
-    parent_id: int | None,
+    parent: str | None,
     text: str | None,
     sort: str | None,
 ) -> None:
     """List and search adapter versions (capability, state, tags, label, parent, card)."""
+    parent_id = client.resolve_adapter(parent, backbone_root) if parent else None
     page = client.list_adapters(
         capability=capability,
         backbone=backbone_root,
@@ -171,42 +207,42 @@ def adapter_list(
 
 
 @adapter.command("show")
-@click.argument("adapter_id", type=int)
+@adapter_argument()
 @client_command()
-def adapter_show(client: RegistryClient, out: Output, adapter_id: int) -> None:
-    """Show one adapter version."""
-    out.show(client.get_adapter(adapter_id), render_adapter)
+def adapter_show(client: RegistryClient, out: Output, adapter: str) -> None:
+    """Show one adapter version: ADAPTER is write@2 (or an id, #6)."""
+    out.show(client.adapter_by_name(adapter), render_adapter)
 
 
 @adapter.command("tag")
-@click.argument("adapter_id", type=int)
+@adapter_argument()
 @click.argument("tags", nargs=-1, callback=parse_tags, metavar="[KEY=VALUE]...")
 @click.option("--remove", multiple=True, metavar="KEY", help="Drop this tag (repeat).")
 @client_command()
 def adapter_tag(
     client: RegistryClient,
     out: Output,
-    adapter_id: int,
+    adapter: str,
     tags: dict[str, str],
     remove: tuple[str, ...],
 ) -> None:
-    """Set KEY=VALUE tags on an adapter version (and --remove others)."""
+    """Set KEY=VALUE tags on an ADAPTER version (and --remove others)."""
     if not tags and not remove:
         raise click.UsageError("give KEY=VALUE tags to set or --remove KEY")
-    out.show(client.tag_adapter(adapter_id, tags, remove), render_adapter)
+    out.show(client.tag_adapter(client.resolve_adapter(adapter), tags, remove), render_adapter)
 
 
 @adapter.command("lineage")
-@click.argument("adapter_id", type=int)
+@adapter_argument()
 @client_command()
-def adapter_lineage(client: RegistryClient, out: Output, adapter_id: int) -> None:
-    """Show an adapter version's ancestors and descendants."""
-    out.show(client.lineage(adapter_id), render_lineage)
+def adapter_lineage(client: RegistryClient, out: Output, adapter: str) -> None:
+    """Show an ADAPTER version's ancestors and descendants."""
+    out.show(client.lineage(client.resolve_adapter(adapter)), render_lineage)
 
 
 def _decision(verb: str, doc: str) -> click.Command:
     @click.command(verb, help=doc)
-    @click.argument("adapter_id", type=int)
+    @adapter_argument()
     @click.option("--reason", default=None)
     @click.option(
         "--key",
@@ -220,10 +256,11 @@ def _decision(verb: str, doc: str) -> click.Command:
     def command(
         client: RegistryClient,
         out: Output,
-        adapter_id: int,
+        adapter: str,
         reason: str | None,
         key_file: Path | None,
     ) -> None:
+        adapter_id = client.resolve_adapter(adapter)
         if key_file is not None:
             if verb != "approve":
                 raise click.UsageError("--key signs approvals only")
@@ -234,6 +271,8 @@ def _decision(verb: str, doc: str) -> click.Command:
     return command
 
 
-approve = _decision("approve", "Approve a candidate (not by the principal who pushed it).")
-reject = _decision("reject", "Reject a candidate adapter version.")
-revoke = _decision("revoke", "Revoke an approved adapter version.")
+approve = _decision(
+    "approve", "Approve a candidate ADAPTER, e.g. write@2 (not by the principal who pushed it)."
+)
+reject = _decision("reject", "Reject a candidate ADAPTER version (write@2, or an id: #6).")
+revoke = _decision("revoke", "Revoke an approved ADAPTER version (write@2, or an id: #6).")

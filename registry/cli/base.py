@@ -3,7 +3,7 @@
 `fail_cleanly` is `clikit.errors.fail_cleanly` catching the registry's and storage's typed
 errors too, and describing a gate's refusal by the benchmarks that did not pass;
 `client_command` gives a command --url/--token/--json and calls it with a `RegistryClient`
-and an `Output`.
+and an `Output`; `adapter_argument` is an adapter as people name it (`write@2`, or `#6`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import click
+
 from clikit import errors as kit
 from clikit.errors import CommandError
 from clikit.options import json_option, token_option
@@ -19,6 +21,7 @@ from clikit.output import Output
 from registry import errors
 from registry.client import RegistryClient
 from registry.client.url_cli import registry_url_option
+from registry.names import parse_adapter_ref
 from storage.errors import StorageError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,3 +66,19 @@ def client_command(error: type[CommandError] = CommandError) -> Callable[[F], F]
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def check_adapter_name(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Reject a malformed adapter name (`write@2`, `#6`, `6`) before anything is asked."""
+    for one in value if isinstance(value, tuple) else (value,):
+        if one is not None:
+            try:
+                parse_adapter_ref(one)
+            except errors.InvalidError as exc:
+                raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
+def adapter_argument(name: str = "adapter") -> Callable[[F], F]:
+    """An ADAPTER argument: `capability@version` (`write@2`) or an id (`#6`, `6`)."""
+    return click.argument(name, metavar="ADAPTER", callback=check_adapter_name)

@@ -7,13 +7,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from rich.console import Group
+from rich.text import Text
 
 from clikit.errors import UncheckedError
 from clikit.output import Output
 from registry import errors
 from registry.cli.base import client_command
 from registry.cli.render import render_gate, render_revision, render_revisions
-from registry.client import RegistryClient
+from registry.client import GateReport, RegistryClient
+from registry.gate_rules import PASSING
+from registry.names import parse_adapter_ref
 from registry.trust import load_signer
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,19 +31,36 @@ key_option = click.option(
 )
 
 
-def parse_assignments(pairs: Sequence[str]) -> dict[str, int | None]:
-    """`cap=ID` pairs into {cap: id}; `cap=` or `cap=none` removes the capability."""
-    parsed: dict[str, int | None] = {}
+def parse_assignments(pairs: Sequence[str]) -> dict[str, str | None]:
+    """`--adapter` values into {capability: adapter name}: `write=2` is version 2 of write
+    (`write@2`), `write=#6` the version with id 6, `write@2` alone is `write=2`, and
+    `write=` or `write=none` removes the capability."""
+    parsed: dict[str, str | None] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
+        if not sep and "@" in pair:
+            name, _, version = pair.partition("@")
+            value, sep = version, "="
+        value = value.strip()
         if not sep or not name:
-            raise click.BadParameter(f"{pair!r}: expected CAPABILITY=ID", param_hint="--adapter")
-        if value.strip().lower() in ("", "none", "null"):
+            raise click.BadParameter(
+                f"{pair!r}: expected CAPABILITY=VERSION (write=2), CAPABILITY@VERSION or "
+                "CAPABILITY=#ID",
+                param_hint="--adapter",
+            )
+        if value.lower() in ("", "none", "null"):
             parsed[name] = None
-        elif value.strip().isdigit():
-            parsed[name] = int(value)
-        else:
-            raise click.BadParameter(f"{pair!r}: ID must be an integer", param_hint="--adapter")
+            continue
+        ref = value if value.startswith("#") or "@" in value else f"{name}@{value}"
+        try:
+            parsed_ref = parse_adapter_ref(ref)
+        except errors.InvalidError as exc:
+            raise click.BadParameter(f"{pair!r}: {exc}", param_hint="--adapter") from None
+        if parsed_ref.capability not in (None, name):
+            raise click.BadParameter(
+                f"{pair!r}: {ref} is not a version of {name!r}", param_hint="--adapter"
+            )
+        parsed[name] = ref
     return parsed
 
 
@@ -50,7 +71,13 @@ def _parse_order(order: str | None) -> list[str] | None:
 def _promotion_options(fn: F) -> F:
     options = [
         click.argument("channel"),
-        click.option("--adapter", "adapters", multiple=True, metavar="CAP=ID", help="Repeatable."),
+        click.option(
+            "--adapter",
+            "adapters",
+            multiple=True,
+            metavar="CAP=VERSION",
+            help="write=2 is write@2 (or write=#ID; write= removes write). Repeatable.",
+        ),
         click.option("--order", default=None, help="Hard order, comma separated."),
         click.option("--backbone", "backbone_root", default=None, help="Backbone root."),
         click.option("--expected-revision", type=int, default=None),
@@ -67,12 +94,20 @@ def _promotion_options(fn: F) -> F:
 
 
 def _promotion(
-    adapters: Sequence[str], order: str | None, backbone_root: str | None, **rest: Any
+    client: RegistryClient,
+    adapters: Sequence[str],
+    order: str | None,
+    backbone_root: str | None,
+    **rest: Any,
 ) -> dict[str, Any]:
-    """The PromoteRequest fields of the promote and gate options (the server takes the
-    backbone from the adapters when a new channel is named without one)."""
+    """The PromoteRequest fields of the promote and gate options, adapters named by id (the
+    server takes the backbone from the adapters when a new channel is named without one)."""
+    named = parse_assignments(adapters)
     return {
-        "adapters": parse_assignments(adapters),
+        "adapters": {
+            cap: client.resolve_adapter(ref, backbone_root) if ref else None
+            for cap, ref in named.items()
+        },
         "order": _parse_order(order),
         "backbone": backbone_root,
         **rest,
@@ -88,26 +123,58 @@ def promote(
     client: RegistryClient, out: Output, channel: str, key_file: Path | None, **options: Any
 ) -> None:
     """Promote adapters into CHANNEL as a new revision, if the gate passes."""
-    request = _promotion(**options)
+    request = _promotion(client, **options)
     signer = load_signer(key_file) if key_file is not None else None
+    link = f"{client.url}/gates?channel={channel}"
     try:
         result = client.promote(channel, **request, signer=signer)
     except errors.GateFailedError as exc:
         if isinstance(exc.detail, dict):
-            out.show(exc.detail, render_gate)
+            out.show(exc.detail, lambda r: Group(render_gate(r), gate_line(r, link)))
         raise
-    out.show(result, lambda r: render_revision(r["revision"]))
+    out.show(result, lambda r: Group(render_revision(r["revision"]), gate_line(r["gate"], link)))
+
+
+def gate_verdict(report: GateReport) -> str:
+    """`gate: passed (2 checks)`, `gate: FAILED (1 of 2 checks failed)`, or ungated."""
+    checks = report.get("checks", [])
+    if not checks:
+        return "gate: passed, UNGATED (no benchmark covers this change)"
+    failing = sum(1 for c in checks if c["verdict"] not in PASSING)
+    if report["passed"]:
+        return f"gate: passed ({len(checks)} checks)"
+    return f"gate: FAILED ({failing} of {len(checks)} checks did not pass)"
+
+
+def gate_line(report: GateReport, link: str) -> Text:
+    return Text(f"{gate_verdict(report)}; report: {link}")
 
 
 @click.command()
 @_promotion_options
+@click.option(
+    "--allow-ungated",
+    is_flag=True,
+    help="Exit 0 when no benchmark covers the change (without it: exit 1, an empty gate "
+    "proves nothing).",
+)
 @client_command(UncheckedError)
-def gate(client: RegistryClient, out: Output, channel: str, **options: Any) -> None:
-    """Dry-run the gate for a promotion: exit 0 pass, 1 fail, 2 could not check (an
-    unknown CHANNEL too, unless --create: the promotion would create it)."""
-    report = client.gate(channel, **_promotion(**options))
-    out.show(report, render_gate)
+def gate(
+    client: RegistryClient, out: Output, channel: str, allow_ungated: bool, **options: Any
+) -> None:
+    """Dry-run the gate for a promotion: exit 0 pass, 1 fail (or covered by no benchmark,
+    unless --allow-ungated), 2 could not check (an unknown CHANNEL too, unless --create:
+    the promotion would create it)."""
+    report = client.gate(channel, **_promotion(client, **options))
+    out.show(report, lambda r: Group(render_gate(r), Text(gate_verdict(r))))
     if not report["passed"]:
+        raise click.exceptions.Exit(1)
+    if not report["checks"] and not allow_ungated:
+        click.echo(
+            "gate: no benchmark covers this change, so nothing was checked; define one "
+            "(weact benchmark create) or pass --allow-ungated",
+            err=True,
+        )
         raise click.exceptions.Exit(1)
 
 
@@ -195,3 +262,16 @@ def channel_sign(
     a node counts a revision once the channel's threshold of approvers signed it."""
     signed = client.sign_channel_revision(name, number, load_signer(key_file))
     out.show(signed, lambda s: f"signed {s['channel']} revision {s['revision']} as {s['keyid']}")
+
+
+@channel.command("require")
+@click.argument("name")
+@click.argument("benchmarks", nargs=-1)
+@client_command()
+def channel_require(
+    client: RegistryClient, out: Output, name: str, benchmarks: tuple[str, ...]
+) -> None:
+    """Set the BENCHMARKS every gate of channel NAME must judge (none given: requires none).
+
+    A required benchmark with no evaluation for a change fails the gate as `missing`."""
+    out.show(client.require_benchmarks(name, benchmarks), render_revision)

@@ -50,5 +50,7 @@ def render_nodes(nodes: Sequence[Node]) -> Table:
 @client_command()
 def nodes(client: RegistryClient, out: Output, channel: str | None) -> None:
     """List runtime nodes: revision served vs channel head, lag, audit, heartbeat, stale."""
+    if channel is not None:
+        client.channel_revisions(channel)  # a channel that does not exist: not_found, exit 1
     listed = [n for n in client.list_nodes() if channel is None or n["channel"] == channel]
     out.show(listed, render_nodes)

@@ -24,7 +24,7 @@ def render_adapters(items: Sequence[Adapter], title: str | None = None) -> Table
             text(a["label"]),
             a["state"],
             str(a["rank"]),
-            text(a["parent_id"]),
+            text(a.get("parent_name")),
             full(a["manifest_root"]),
             a["created_by"],
         )
@@ -39,7 +39,7 @@ def render_adapter(a: Adapter) -> Table:
             ("label", a["label"]),
             ("state", a["state"]),
             ("backbone", a["backbone"]),
-            ("parent", a["parent_id"]),
+            ("parent", a.get("parent_name")),
             ("rank / alpha", f"{a['rank']} / {a['alpha']}"),
             ("targets", ", ".join(a["target_modules"])),
             ("manifest", a["manifest_root"]),
@@ -47,8 +47,40 @@ def render_adapter(a: Adapter) -> Table:
             ("tags", " ".join(f"{k}={v}" for k, v in sorted(a.get("tags", {}).items())) or None),
             ("card", _card_head(a.get("card"))),
             ("created", f"{a['created_by']} at {a['created_at']}"),
+            ("approved by", a.get("approved_by")),
+            *_decision(a),
+            *_provenance(a.get("provenance") or {}),
         ]
     )
+
+
+def _decision(a: Adapter) -> list[tuple[str, Any]]:
+    """The last decision when it is not the approval: who rejected or revoked it, and why."""
+    if a["state"] not in ("rejected", "revoked") or not a.get("decided_by"):
+        return []
+    why = f": {a['reason']}" if a.get("reason") else " (no reason given)"
+    return [(a["state"], f"by {a['decided_by']} at {a.get('decided_at')}{why}")]
+
+
+def _provenance(p: dict[str, Any]) -> list[tuple[str, Any]]:
+    """What the publisher stated of its training: data digests, seed, trainer, losses."""
+    trainer = p.get("trainer") or {}
+    settings = trainer.get("settings") or {}
+    loss = (trainer.get("loss_first"), trainer.get("loss_last"))
+    rows: list[tuple[str, Any]] = [
+        *((f"data {i}", digest) for i, digest in enumerate(p.get("data_digests") or [], 1)),
+        ("trained for", ", ".join(p.get("capabilities") or []) or None),
+        ("base", trainer.get("backbone_root")),
+        ("seed", p.get("seed")),
+        ("hyper-params", " ".join(f"{k}={v}" for k, v in sorted(settings.items())) or None),
+        ("steps", trainer.get("steps")),
+        ("loss (NLL)", f"{loss[0]:.4f} -> {loss[1]:.4f}" if None not in loss else None),
+        ("replay", "yes" if p.get("replay") else None),
+        ("code", p.get("code_version")),
+    ]
+    if not any(value is not None for _, value in rows):
+        return [("provenance", "not stated")]
+    return rows
 
 
 def _card_head(card: str | None) -> str | None:
@@ -72,7 +104,7 @@ def render_lineage(lineage: Lineage) -> Table:
             a["name"],
             text(a["label"]),
             a["state"],
-            text(a["parent_id"]),
+            text(a.get("parent_name")),
             full(a["manifest_root"]),
         )
     return out
@@ -85,6 +117,8 @@ def render_revision(rev: Revision) -> Group:
             ("library", rev["library_digest"]),
             ("backbone", rev["backbone"]),
             ("order", ",".join(rev["order"]) or "-"),
+            *([("CANNOT RUN", _cannot_run(rev))] if rev.get("order_missing") else []),
+            ("gate requires", ", ".join(rev.get("required_benchmarks") or []) or "-"),
             ("by", f"{rev['created_by']} at {rev['created_at']}"),
             *([("reason", rev["reason"])] if rev["reason"] else []),
         ]
@@ -93,6 +127,11 @@ def render_revision(rev: Revision) -> Group:
     for capability, entry in sorted(rev["library"].items()):
         out.add_row(capability, entry["name"], str(entry["adapter_id"]), entry["manifest_root"])
     return Group(head, out)
+
+
+def _cannot_run(rev: Revision) -> str:
+    missing = ", ".join(rev["order_missing"])
+    return f"the hard order names {missing}, which the library has no adapter for"
 
 
 def render_revisions(revs: Sequence[Revision]) -> Table:

@@ -7,10 +7,12 @@ light. A database that cannot be reached or read is one line too.
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import logging
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -55,6 +57,20 @@ def settings_of(**overrides: str | None) -> Any:
 
     given: dict[str, Any] = {key: value for key, value in overrides.items() if value}
     return Settings(**given)
+
+
+def check_port(host: str, port: int) -> None:
+    """`CommandError` (one line, exit 1) when `host:port` cannot be listened on."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            probe.bind((host, port))
+    except OSError as exc:
+        busy = exc.errno == errno.EADDRINUSE
+        why = "the port is in use (another `weact serve`?)" if busy else exc.strerror
+        raise CommandError(
+            f"cannot serve on {host}:{port}: {why}; choose another with --port"
+        ) from None
 
 
 @click.command()
@@ -150,6 +166,7 @@ def serve(
     from registry.trust import TrustRoot
     from storage import check_store
 
+    check_port(host, port)  # first: a busy port is one line, and nothing is created
     settings = settings_of(
         database_url=database_url,
         store_url=store_url,

@@ -136,6 +136,12 @@ class ChannelEndpoints(EndpointBase):
         """The registry's signed timestamp of the channel's current revision."""
         return cast(dict[str, Any], self._get(f"/channels/{channel}/timestamp"))
 
+    def require_benchmarks(self, channel: str, benchmarks: Sequence[str]) -> Revision:
+        """Set the benchmarks every gate of `channel` must judge ([] requires none)."""
+        body = {"benchmarks": list(benchmarks)}
+        path = f"/channels/{channel}/required-benchmarks"
+        return cast(Revision, self._transport.json("PUT", path, json=body))
+
 
 def _promote_request(
     adapters: Mapping[str, int | None],

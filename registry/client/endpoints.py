@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
+from urllib.parse import quote
 
 from registry import errors
 from registry.client.channels import ChannelEndpoints
@@ -31,6 +32,7 @@ from registry.client.records import (
 )
 from registry.client.transfers import provenance_body
 from registry.client.transport import read_json
+from registry.names import parse_adapter_ref
 
 
 class Endpoints(ChannelEndpoints):
@@ -171,6 +173,19 @@ class Endpoints(ChannelEndpoints):
 
     def get_adapter(self, adapter_id: int) -> Adapter:
         return cast(Adapter, self._get(f"/adapters/{adapter_id}"))
+
+    def adapter_by_name(self, name: str, backbone: str | None = None) -> Adapter:
+        """The version `name` means: `write@2`, or an id (`#6`, `6`)."""
+        ref = parse_adapter_ref(name)  # a bad name fails here, before any request
+        path = f"/adapters/by-name/{quote(str(ref), safe='@')}"
+        return cast(Adapter, self._get(path, backbone=backbone))
+
+    def resolve_adapter(self, name: str | int, backbone: str | None = None) -> int:
+        """The id of the version `name` means (an id is asked for nothing)."""
+        if isinstance(name, int):
+            return name
+        ref = parse_adapter_ref(name)
+        return ref.id if ref.id is not None else self.adapter_by_name(name, backbone)["id"]
 
     def lineage(self, adapter_id: int) -> Lineage:
         return cast(Lineage, self._get(f"/adapters/{adapter_id}/lineage"))

@@ -70,6 +70,11 @@ class Adapter(TypedDict):
     created_at: str
     card: str | None
     tags: dict[str, str]
+    parent_name: str | None
+    decided_by: str | None
+    decided_at: str | None
+    reason: str | None
+    approved_by: str | None
 
 
 class AdapterPage(TypedDict):
@@ -130,6 +135,8 @@ class Revision(TypedDict):
     created_by: str
     created_at: str
     reason: str | None
+    order_missing: list[str]
+    required_benchmarks: list[str]
 
 
 class GateCheck(TypedDict):

@@ -22,7 +22,8 @@ from registry import errors
 CHUNK_SIZE = 1024 * 1024
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 """The two files of a standard PEFT LoRA directory that the registry stores."""
-EXTRA_FILES = ("README.md", "training.json")
+TRAINING_FILE = "training.json"  # what `weact train` writes beside the adapter
+EXTRA_FILES = ("README.md", TRAINING_FILE)
 """Files beside them that travel with a version when present: the model card, the
 training metadata (`weact train`)."""
 
@@ -131,3 +132,32 @@ def provenance_body(provenance: Mapping[str, Any] | None) -> dict[str, Any]:
     }
     base.update(provenance or {})
     return base
+
+
+TRAINER_KEYS = (
+    "settings",
+    "peft",
+    "samples",
+    "steps",
+    "sequential",
+    "init",
+    "roots",
+    "distributed",
+)
+
+
+def training_provenance(training: Mapping[str, Any], capability: str) -> dict[str, Any]:
+    """The provenance a `training.json` (written by `weact train`) states: the data files'
+    digests, the capabilities its samples supervise, the trainer's settings and losses, the
+    seed and the backbone it was trained on."""
+    trainer: dict[str, Any] = {key: training.get(key) for key in TRAINER_KEYS}
+    losses = training.get("losses") or []
+    trainer["loss_first"] = losses[0] if losses else None
+    trainer["loss_last"] = losses[-1] if losses else None
+    trainer["backbone_root"] = training.get("backbone_root")
+    return {
+        "data_digests": [d["sha256"] for d in training.get("data", []) if "sha256" in d],
+        "capabilities": list(training.get("covered", [capability])),
+        "trainer": trainer,
+        "seed": (training.get("settings") or {}).get("seed"),
+    }

@@ -65,6 +65,7 @@ def to_adapter(row: SqlAdapterVersion) -> AdapterVersion:
         version=row.version,
         label=row.label,
         parent_id=row.parent_id,
+        parent_name=f"{row.parent.capability.name}@{row.parent.version}" if row.parent else None,
         state=AdapterState(row.state),
         rank=row.rank,
         alpha=row.alpha,
@@ -76,6 +77,9 @@ def to_adapter(row: SqlAdapterVersion) -> AdapterVersion:
         created_at=row.created_at,
         card=row.card,
         tags={tag.key: tag.value for tag in row.tags},
+        decided_by=row.decided_by,
+        decided_at=row.decided_at,
+        reason=row.reason,
     )
 
 
@@ -99,6 +103,8 @@ def to_revision(row: SqlRevision) -> Revision:
         created_by=row.created_by,
         created_at=row.created_at,
         reason=row.reason,
+        order_missing=[cap for cap in row.order if cap not in row.library],
+        required_benchmarks=list(row.channel.required_benchmarks or []),
     )
 
 

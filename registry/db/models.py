@@ -151,6 +151,10 @@ class SqlAdapterVersion(Base):
     tags: Mapped[list[SqlAdapterTag]] = relationship(
         lazy="selectin", cascade="all, delete-orphan", order_by="SqlAdapterTag.key"
     )
+    # the parent's version, for its name (`write@3`); one level, loaded with the rows
+    parent: Mapped[SqlAdapterVersion | None] = relationship(
+        remote_side=[id], lazy="selectin", viewonly=True
+    )
 
 
 class SqlAdapterTag(Base):
@@ -175,6 +179,8 @@ class SqlChannel(Base):
     name: Mapped[str] = mapped_column(String(64), unique=True)
     backbone_id: Mapped[int] = mapped_column(ForeignKey("backbones.id"), index=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # benchmark names every promotion's gate must judge (`weact channel require`); none: []
+    required_benchmarks: Mapped[list[str]] = mapped_column(default=list, server_default="[]")
 
     backbone: Mapped[SqlBackbone] = relationship(lazy="joined", innerjoin=True)
 

@@ -10,7 +10,7 @@ from registry.db.convert import to_capability
 from registry.db.models import SqlCapability
 from registry.domain import Capability, Principal
 from registry.errors import ConflictError, InvalidError, NotFoundError
-from registry.names import check_name
+from registry.names import check_name, did_you_mean
 from registry.services.retry import insert_unique
 
 
@@ -38,7 +38,8 @@ def create_capability(
 def find_capability_row(session: Session, name: str) -> SqlCapability:
     row = session.scalar(select(SqlCapability).where(SqlCapability.name == name))
     if row is None:
-        raise NotFoundError(f"capability {name!r} not found")
+        known = session.scalars(select(SqlCapability.name))
+        raise NotFoundError(f"capability {name!r} does not exist{did_you_mean(name, known)}")
     return row
 
 

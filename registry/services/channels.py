@@ -40,12 +40,13 @@ from registry.errors import (
 from registry.names import check_name
 from registry.services.adapters import backbone_of_adapters
 from registry.services.backbones import find_backbone_row
-from registry.services.capabilities import find_capability_row
 from registry.services.gate_evidence import evaluate_gate
 from registry.services.library import library_digest, library_entry
 from registry.services.retry import StaleRead, with_retries
 from registry.services.revisions import (
     channel_row,
+    check_order,
+    existing_channel,
     get_revision,
     head_number,
     head_row,
@@ -53,7 +54,9 @@ from registry.services.revisions import (
     list_revisions,
     lock_adapters,
     lock_channel,
+    missing_channel,
     revision_event,
+    runnable_order,
 )
 
 __all__ = [
@@ -97,12 +100,13 @@ class _Plan:
 def _promotable(session: Session, cap: str, adapter_id: int, backbone: SqlBackbone) -> Any:
     row = session.get(SqlAdapterVersion, adapter_id)
     if row is None:
-        raise NotFoundError(f"adapter {adapter_id} not found")
+        raise NotFoundError(f"adapter #{adapter_id} does not exist")
+    name = f"{row.capability.name}@{row.version}"
     if row.capability.name != cap:
-        raise InvalidError(f"adapter {adapter_id} is {row.capability.name}, not {cap!r}")
+        raise InvalidError(f"adapter {name} is a {row.capability.name} adapter, not {cap!r}")
     if row.state != AdapterState.APPROVED.value:
         raise InvalidStateError(
-            f"{row.capability.name}@{row.version} is {row.state}; only approved adapters"
+            f"cannot promote {name}: it is {row.state}, and a channel serves only approved adapters"
         )
     if row.backbone_id != backbone.id:
         raise IncompatibleAdapterError(
@@ -133,21 +137,11 @@ def _resolve_backbone(
     return channel.backbone
 
 
-def _check_order(session: Session, order: list[str]) -> list[str]:
-    if len(set(order)) != len(order):
-        raise InvalidError(f"order lists a capability twice: {order}")
-    for cap in order:
-        find_capability_row(session, cap)
-    return list(order)
-
-
 def _plan(session: Session, request: PromoteRequest) -> _Plan:
     channel = channel_row(session, request.channel)
     if channel is None and not request.create:
-        raise NotFoundError(
-            f"channel {request.channel!r} does not exist (create it explicitly: create=true, "
-            "`weact promote --create`)"
-        )
+        missing = missing_channel(session, request.channel).detail
+        raise NotFoundError(f"{missing}; create it explicitly: `weact promote --create`")
     backbone = _resolve_backbone(session, channel, request)
     current = head_row(session, channel)
     number = current.revision if current is not None else 0
@@ -161,7 +155,8 @@ def _plan(session: Session, request: PromoteRequest) -> _Plan:
         else:
             library[cap] = _promotable(session, cap, adapter_id, backbone)
     current_order = list(current.order) if current is not None else []
-    order = _check_order(session, request.order) if request.order is not None else current_order
+    order = check_order(session, request.order) if request.order is not None else current_order
+    order = runnable_order(library, order)
     if current is not None and _same(library, order, current):
         raise InvalidError("the promotion changes nothing: the library is already current")
     digest = library_digest(backbone.root, library, order)
@@ -320,9 +315,7 @@ def promote(*, session: Session, actor: Principal, request: PromoteRequest) -> P
 def _rollback_plan(
     session: Session, channel: str, target_number: int, expected: int | None
 ) -> _Plan:
-    row = channel_row(session, channel)
-    if row is None:
-        raise NotFoundError(f"channel {channel!r} not found")
+    row = existing_channel(session, channel)
     current = head_row(session, row)
     _check_expected(channel, current.revision if current is not None else 0, expected)
     target = session.scalar(
@@ -332,9 +325,9 @@ def _rollback_plan(
     )
     if target is None or current is None or target_number >= current.revision:
         raise InvalidError(f"channel {channel!r} has no earlier revision {target_number}")
-    return _Plan(
-        row, row.backbone, current, dict(target.library), list(target.order), target.library_digest
-    )
+    order = runnable_order(target.library, target.order)
+    digest = library_digest(row.backbone.root, target.library, order)
+    return _Plan(row, row.backbone, current, dict(target.library), order, digest)
 
 
 def rollback(
@@ -368,7 +361,8 @@ def rollback(
 def remove_adapter_everywhere(
     *, session: Session, actor: Principal, adapter_id: int, reason: str
 ) -> list[Revision]:
-    """A new revision without ``adapter_id`` in every channel whose head holds it.
+    """A new revision without ``adapter_id`` in every channel whose head holds it, its hard
+    order without the capabilities it then lacks (a revoke is never refused).
 
     Called by a revoke after its conditional update locked the adapter row; each channel is
     locked before its head is read, so a promotion that committed meanwhile is seen.
@@ -384,9 +378,11 @@ def remove_adapter_everywhere(
             library = {c: e for c, e in head.library.items() if e["adapter_id"] != adapter_id}
             if len(library) == len(head.library):
                 return None
-            digest = library_digest(channel.backbone.root, library, list(head.order))
-            plan = _Plan(channel, channel.backbone, head, library, list(head.order), digest)
-            return _append(session, plan, channel.name, actor, reason)
+            order = runnable_order(library, head.order)
+            digest = library_digest(channel.backbone.root, library, order)
+            plan = _Plan(channel, channel.backbone, head, library, order, digest)
+            why = reason + (f"; order now {' -> '.join(order)}" if order != head.order else "")
+            return _append(session, plan, channel.name, actor, why)
 
         row = with_retries(session, attempt)
         if row is not None:

@@ -31,7 +31,10 @@ def changed_capabilities(current: SqlRevision | None, library: dict[str, Any]) -
     }
 
 
-def _latest_benchmarks(session: Session, scopes: set[str]) -> list[SqlBenchmark]:
+def _latest_benchmarks(
+    session: Session, scopes: set[str], names: set[str] | None = None
+) -> list[SqlBenchmark]:
+    """The latest version of each benchmark in `scopes` (or, with `names`, of those named)."""
     latest = (
         select(SqlBenchmark.name, func.max(SqlBenchmark.version).label("version"))
         .group_by(SqlBenchmark.name)
@@ -43,7 +46,9 @@ def _latest_benchmarks(session: Session, scopes: set[str]) -> list[SqlBenchmark]
             latest,
             (SqlBenchmark.name == latest.c.name) & (SqlBenchmark.version == latest.c.version),
         )
-        .where(SqlBenchmark.scope.in_(scopes))
+        .where(
+            SqlBenchmark.name.in_(names) if names is not None else SqlBenchmark.scope.in_(scopes)
+        )
         .order_by(SqlBenchmark.name)
     )
     return list(session.scalars(query))
@@ -104,21 +109,26 @@ def evaluate_gate(
     digest: str,
     settings: GateSettings = DEFAULT_SETTINGS,
 ) -> GateReport:
-    """Judge every benchmark of a replaced capability, and of the whole library."""
+    """Judge every benchmark of a replaced capability, of the whole library, and each one
+    the channel requires (`weact channel require`): a required benchmark is judged whatever
+    its scope, so a change it has no evaluation for fails as `missing`."""
     changed = changed_capabilities(current, library)
     untrusted = _publishers(session, library, changed)
     old_library = current.library if current is not None else {}
     checks = []
-    for bench in _latest_benchmarks(session, changed | {LIBRARY_SCOPE}):
+    benches = _latest_benchmarks(session, changed | {LIBRARY_SCOPE})
+    required = set(current.channel.required_benchmarks or ()) if current is not None else set()
+    benches += _latest_benchmarks(session, set(), required - {b.name for b in benches})
+    for bench in benches:
         side = _Side(session, untrusted)
         if bench.scope == LIBRARY_SCOPE:
             baseline_key = current.library_digest if current is not None else None
             baseline = side.find(bench.id, library_digest=baseline_key)
             candidate = side.find(bench.id, library_digest=digest)
         else:
-            old = old_library.get(bench.scope)
+            old, new = old_library.get(bench.scope), library.get(bench.scope)
             baseline = side.find(bench.id, adapter_id=old["adapter_id"] if old else None)
-            candidate = side.find(bench.id, adapter_id=library[bench.scope]["adapter_id"])
+            candidate = side.find(bench.id, adapter_id=new["adapter_id"] if new else None)
         checks.append(
             judge(to_benchmark(bench), baseline, candidate, settings, detail=_detail(side))
         )

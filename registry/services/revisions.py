@@ -17,7 +17,9 @@ from registry.audit import append_event
 from registry.db.convert import to_revision as revision_of
 from registry.db.models import SqlAdapterVersion, SqlChannel, SqlRevision
 from registry.domain import Principal, Revision
-from registry.errors import NotFoundError
+from registry.errors import InvalidError, NotFoundError
+from registry.names import did_you_mean
+from registry.services.capabilities import find_capability_row
 
 
 def channel_row(session: Session, name: str) -> SqlChannel | None:
@@ -69,9 +71,22 @@ def lock_adapters(session: Session, ids: Iterable[int]) -> dict[int, SqlAdapterV
     return {row.id: row for row in rows}
 
 
+def missing_channel(session: Session, channel: str) -> NotFoundError:
+    """`channel 'prdo' does not exist (did you mean 'prod'?)`."""
+    known = session.scalars(select(SqlChannel.name))
+    return NotFoundError(f"channel {channel!r} does not exist{did_you_mean(channel, known)}")
+
+
+def existing_channel(session: Session, channel: str) -> SqlChannel:
+    row = channel_row(session, channel)
+    if row is None:
+        raise missing_channel(session, channel)
+    return row
+
+
 def get_revision(*, session: Session, channel: str) -> Revision:
     """The current revision of a channel."""
-    head = head_row(session, channel_row(session, channel))
+    head = head_row(session, existing_channel(session, channel))
     if head is None:
         raise NotFoundError(f"channel {channel!r} has no revision yet")
     return revision_of(head)
@@ -87,8 +102,8 @@ def head_number(*, session: Session, channel: str) -> int:
         .join(SqlRevision.channel)
         .where(SqlChannel.name == channel)
     )
-    if number is None and channel_row(session, channel) is None:
-        raise NotFoundError(f"channel {channel!r} not found")
+    if number is None:
+        existing_channel(session, channel)
     return int(number or 0)
 
 
@@ -99,9 +114,7 @@ def list_channels(*, session: Session) -> list[Revision]:
 
 
 def list_revisions(*, session: Session, channel: str) -> list[Revision]:
-    row = channel_row(session, channel)
-    if row is None:
-        raise NotFoundError(f"channel {channel!r} not found")
+    row = existing_channel(session, channel)
     rows = session.scalars(
         select(SqlRevision).where(SqlRevision.channel_id == row.id).order_by(SqlRevision.revision)
     )
@@ -122,3 +135,25 @@ def revision_event(session: Session, actor: Principal, action: str, revision: Re
             "reason": revision.reason,
         },
     )
+
+
+def order_missing(library: Iterable[str], order: Iterable[str]) -> list[str]:
+    """The capabilities a hard order names that the library has no adapter for."""
+    have = set(library)
+    return [cap for cap in order if cap not in have]
+
+
+def runnable_order(library: Iterable[str], order: Iterable[str]) -> list[str]:
+    """The hard order a revision records: the given one without the capabilities its library
+    lacks (a node runs the order's phases in turn and cannot run one it has no adapter for)."""
+    have = set(library)
+    return [cap for cap in order if cap in have]
+
+
+def check_order(session: Session, order: list[str]) -> list[str]:
+    """A hard order of known capabilities, each once."""
+    if len(set(order)) != len(order):
+        raise InvalidError(f"order lists a capability twice: {order}")
+    for cap in order:
+        find_capability_row(session, cap)
+    return list(order)

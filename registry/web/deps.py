@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl
 from fastapi import Depends, Request
 
 from registry.api.deps import StateDep
-from registry.auth import Permission, allows, authorize
+from registry.auth import Permission, action_of, allows, authorize
 from registry.domain import Principal
 from registry.errors import PayloadTooLargeError, UnauthorizedError
 from registry.services.tokens import authenticate
@@ -81,7 +81,7 @@ def acting(permission: Permission) -> Callable[..., Awaitable[WebUser]]:
         check_origin(request)
         if user.csrf is not None:
             check_csrf(user.csrf, form.get(CSRF_FIELD))
-        authorize(user.principal, permission)
+        authorize(user.principal, permission, action_of(request.method, request.url.path))
         return user
 
     return dependency

@@ -28,7 +28,7 @@ from registry.api.schemas import MAX_DB_INT
 from registry.domain import AdapterState
 from registry.errors import InvalidError
 from registry.names import check_name
-from registry.services import page_compare, page_models, page_queries, trust_roots
+from registry.services import adapter_names, page_compare, page_models, page_queries, trust_roots
 from registry.web.chart import score_charts
 from registry.web.deps import Viewer
 from registry.web.diff import diff_revisions, history
@@ -51,6 +51,7 @@ SORTS = {
     "state": "state",
     "label": "label",
 }
+AdapterName = Annotated[str, Path(max_length=80)]
 Optional = Annotated[int | None, Query(ge=1, le=MAX_DB_INT)]
 
 NOTICES = {
@@ -142,11 +143,13 @@ def adapters(
     )
 
 
-@router.get("/adapters/{adapter_id}")
+@router.get("/adapters/{name}")
 def adapter(
-    request: Request, adapter_id: Number, state: StateDep, user: Viewer, done: str | None = None
+    request: Request, name: AdapterName, state: StateDep, user: Viewer, done: str | None = None
 ) -> Response:
+    """One version, by the name people use (`/adapters/write@2`) or by id (`/adapters/6`)."""
     with state.db.read() as session:
+        adapter_id = adapter_names.find_named_row(session, name).id
         data = page_models.adapter_detail(session=session, adapter_id=adapter_id)
         extras = page_compare.adapter_extras(
             session=session, store=state.store, adapter=data.adapter

@@ -11,7 +11,9 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from runtime.agent import AgentConfig
 from runtime.engine import Engine
@@ -78,6 +80,8 @@ def create_app(
     app.include_router(router)
     app.router.routes.extend(mcp_app.routes)
     app.add_exception_handler(RuntimeEngineError, _engine_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     tokens, admins = _tokens(token), _tokens(admin_token)
     app.state.admin_owners = admin_owners(admins)
     if tokens or admins:
@@ -100,3 +104,28 @@ async def _expire_handles(episodes: EpisodeManager) -> None:
 async def _engine_error(request: Request, exc: Exception) -> JSONResponse:
     status, code = http_status(exc)
     return JSONResponse({"error": code, "detail": str(exc)}, status_code=status)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """A body that is not the schema's (or not JSON at all): 422 in the `{error, detail}`
+    shape, the detail one line naming each problem (`body.task: Field required`)."""
+    assert isinstance(exc, RequestValidationError)
+    problems = [
+        f"{'.'.join(str(p) for p in issue.get('loc', ()))}: {issue.get('msg', 'invalid')}"
+        for issue in exc.errors()
+    ]
+    if not request.headers.get("content-type", "").startswith("application/json"):
+        problems.append("send the body as JSON with Content-Type: application/json")
+    return JSONResponse({"error": "invalid", "detail": "; ".join(problems)}, status_code=422)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own answers (an unknown path, a wrong method) in the same shape."""
+    assert isinstance(exc, StarletteHTTPException)
+    codes = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}
+    code = codes.get(exc.status_code, "bad_request" if exc.status_code < 500 else "error")
+    return JSONResponse(
+        {"error": code, "detail": str(exc.detail)},
+        status_code=exc.status_code,
+        headers=getattr(exc, "headers", None),
+    )

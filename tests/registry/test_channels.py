@@ -23,11 +23,11 @@ def _digest(backbone: str, library: dict[str, dict[str, object]], order: list[st
 def test_promote_builds_revisions_with_library_digest(world: World) -> None:
     api = world.api
     plan, write = world.approved("plan", 1), world.approved("write", 2)
-    first = world.promote({"plan": plan["id"]}, order=["plan", "write"])
+    first = world.promote({"plan": plan["id"]}, order=["plan"])
     assert first["revision"]["revision"] == 1
     assert (first["gate"]["passed"], first["gate"]["checks"]) == (True, [])
     assert first["gate"]["library_digest"] == first["revision"]["library_digest"]
-    second = world.promote({"write": write["id"]})["revision"]
+    second = world.promote({"write": write["id"]}, order=["plan", "write"])["revision"]
     assert second["revision"] == 2
     assert set(second["library"]) == {"plan", "write"}
     assert second["library"]["write"]["name"] == "write@1"
@@ -38,7 +38,7 @@ def test_promote_builds_revisions_with_library_digest(world: World) -> None:
     history = api.ok("GET", "/channels/prod/revisions", "reader")
     assert [r["revision"] for r in history] == [1, 2]
     assert [c["channel"] for c in api.ok("GET", "/channels", "reader")] == ["prod"]
-    removed = world.promote({"plan": None})["revision"]
+    removed = world.promote({"plan": None}, order=["write"])["revision"]
     assert set(removed["library"]) == {"write"}
 
 

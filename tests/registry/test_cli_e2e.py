@@ -147,9 +147,14 @@ def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
     )
     assert {a["state"] for a in approved} == {"approved"}
 
-    assignments = [arg for cap in caps for arg in ("--adapter", f"{cap}={ids[cap]}")]
+    assignments = [arg for cap in caps for arg in ("--adapter", f"{cap}=#{ids[cap]}")]
     assert cli.run("gate", "prod", *assignments, token=bob).returncode == 2  # no channel yet
-    assert cli.run("gate", "prod", "--create", *assignments, token=bob).returncode == 0
+    ungated = cli.run("gate", "prod", "--create", *assignments, token=bob)
+    assert ungated.returncode == 1  # covered by no benchmark: nothing proves it
+    assert "gate: passed, UNGATED (no benchmark covers this change)" in ungated.stdout
+    assert "define one (weact benchmark create) or pass --allow-ungated" in ungated.stderr
+    allowed = ("--create", "--allow-ungated")
+    assert cli.run("gate", "prod", *allowed, *assignments, token=bob).returncode == 0
     order = ("--order", "plan,search,write")
     first = cli.ok("promote", "prod", "--create", *assignments, *order, token=bob)["revision"]
     assert first["revision"] == 1
@@ -180,7 +185,7 @@ def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
     assert [a["id"] for a in parent_lineage["descendants"]] == [update["id"]]
 
     second = cli.ok(
-        "promote", "prod", "--adapter", f"write={update['id']}", "--expected-revision", "1",
+        "promote", "prod", "--adapter", f"write=#{update['id']}", "--expected-revision", "1",
         token=bob,
     )["revision"]  # fmt: skip
     assert second["revision"] == 2
@@ -252,7 +257,7 @@ def test_people_get_tables_and_errors_are_one_line(sqlite_cli: Cli, tmp_path: Pa
 
     usage = cli.run("promote", "prod", "--adapter", "plan", token=admin)
     assert usage.returncode == 2
-    assert "CAPABILITY=ID" in usage.stderr
+    assert "CAPABILITY=VERSION (write=2)" in usage.stderr
     nowhere = "http://127.0.0.1:9"
     unreachable = cli.fails("channel", "show", "prod", "--url", nowhere, token="x")
     assert unreachable.startswith("Error: unavailable: cannot reach the registry")
@@ -364,7 +369,7 @@ def test_gate_refuses_a_regression_with_exit_code_1(sqlite_cli: Cli, tmp_path: P
         ids.append(cli.ok("adapter", "push", path, "--capability", "write", token=alice)["id"])
         cli.ok("approve", str(ids[-1]), token=bob)
     serving, candidate = ids
-    cli.ok("promote", "prod", "--create", "--adapter", f"write={serving}", token=bob)
+    cli.ok("promote", "prod", "--create", "--adapter", f"write=#{serving}", token=bob)
 
     with RegistryClient(cli.registry.url, bob) as client:
         client.create_benchmark(
@@ -377,13 +382,17 @@ def test_gate_refuses_a_regression_with_exit_code_1(sqlite_cli: Cli, tmp_path: P
                 adapter_id=adapter_id,
             )  # fmt: skip
 
-    assignment = ("--adapter", f"write={candidate}")
+    assignment = ("--adapter", f"write=#{candidate}")
     checked = cli.run("gate", "prod", *assignment, "--json", token=bob)
     assert checked.returncode == 1, checked.stderr
     report = json.loads(checked.stdout)
     assert report["passed"] is False
     [check] = report["checks"]
     assert (check["verdict"], check["baseline"], check["candidate"]) == ("fail", 0.80, 0.70)
+    promoting = cli.run("promote", "prod", *assignment, token=bob)
+    assert promoting.returncode == 1
+    link = f"{cli.registry.url}/gates?channel=prod"
+    assert f"gate: FAILED (1 of 1 checks did not pass); report: {link}" in promoting.stdout
     refused = cli.fails("promote", "prod", *assignment, token=bob)
     assert "gate_failed" in refused
     assert "report-quality" in refused

@@ -93,23 +93,34 @@ def test_long_details_are_cut() -> None:
     ("pairs", "expected"),
     [
         ([], {}),
-        (["plan=1", "write=12"], {"plan": 1, "write": 12}),
+        (["plan=1", "write=12"], {"plan": "plan@1", "write": "write@12"}),
+        (
+            ["write=#6", "plan@3", "search=search@2"],
+            {"write": "#6", "plan": "plan@3", "search": "search@2"},
+        ),
         (["write=", "code=none", "x=NULL"], {"write": None, "code": None, "x": None}),
-        (["plan=1", "plan=2"], {"plan": 2}),
+        (["plan=1", "plan=2"], {"plan": "plan@2"}),
     ],
 )
-def test_assignments(pairs: list[str], expected: dict[str, int | None]) -> None:
+def test_assignments(pairs: list[str], expected: dict[str, str | None]) -> None:
+    """`write=2` means version 2 of write (`write@2`), `write=#6` the id 6."""
     assert parse_assignments(pairs) == expected
 
 
-@pytest.mark.parametrize("bad", ["plan", "=3", "plan=x", "plan=-1", "plan=1.5"])
+@pytest.mark.parametrize(
+    "bad", ["plan", "=3", "plan=x", "plan=-1", "plan=1.5", "plan=write@2", "plan=#0"]
+)
 def test_bad_assignments_are_usage_errors(bad: str) -> None:
     with pytest.raises(click.BadParameter):
         parse_assignments([bad])
 
 
 @given(
-    st.dictionaries(st.from_regex(r"[a-z][a-z0-9_+-]{0,15}", fullmatch=True), st.integers(0, 2**31))
+    st.dictionaries(st.from_regex(r"[a-z][a-z0-9_+-]{0,15}", fullmatch=True), st.integers(1, 10**8))
 )
 def test_assignments_round_trip(mapping: dict[str, int]) -> None:
-    assert parse_assignments([f"{cap}={aid}" for cap, aid in mapping.items()]) == mapping
+    named = {cap: f"{cap}@{version}" for cap, version in mapping.items()}
+    assert parse_assignments([f"{cap}={v}" for cap, v in mapping.items()]) == named
+    assert parse_assignments([f"{cap}=#{v}" for cap, v in mapping.items()]) == {
+        cap: f"#{v}" for cap, v in mapping.items()
+    }

@@ -89,7 +89,7 @@ def seeded(cli: Cli, tmp_path: Path) -> dict[str, Any]:
 
 def test_promote_to_a_typo_is_refused_unless_create(cli: Cli, seeded: dict[str, Any]) -> None:
     bob = seeded["tokens"]["approver"]
-    assignment = ("--adapter", f"write={seeded['adapter']['id']}")
+    assignment = ("--adapter", f"write=#{seeded['adapter']['id']}")
     refused = cli.one_line(cli.run("promote", "prdo", *assignment, token=bob), 1)
     assert refused.startswith("Error: not_found: channel 'prdo' does not exist")
     assert "--create" in refused
@@ -110,17 +110,18 @@ def test_promote_to_a_typo_is_refused_unless_create(cli: Cli, seeded: dict[str, 
     alice = seeded["tokens"]["publisher"]
     pushed = cli.ok("adapter", "push", second, "--capability", "write", token=alice)
     cli.ok("approve", str(pushed["id"]), token=bob)
-    again = cli.ok("promote", "prod", "--create", "--adapter", f"write={pushed['id']}", token=bob)
+    again = cli.ok("promote", "prod", "--create", "--adapter", f"write=#{pushed['id']}", token=bob)
     assert again["revision"]["revision"] == 2
 
 
 def test_gate_on_an_unknown_channel_is_exit_2(cli: Cli, seeded: dict[str, Any]) -> None:
     bob = seeded["tokens"]["approver"]
-    assignment = ("--adapter", f"write={seeded['adapter']['id']}")
+    assignment = ("--adapter", f"write=#{seeded['adapter']['id']}")
     line = cli.one_line(cli.run("gate", "prdo", *assignment, token=bob), 2)
     assert "channel 'prdo' does not exist" in line
     # the gate of a promotion that would create the channel can be checked
-    assert cli.run("gate", "prdo", "--create", *assignment, token=bob).returncode == 0
+    created = ("--create", "--allow-ungated")  # no benchmark: exit 1 without the flag
+    assert cli.run("gate", "prdo", *created, *assignment, token=bob).returncode == 0
     assert cli.ok("channel", "list", token=bob) == []
 
 
@@ -196,7 +197,7 @@ def test_token_revoke_in_the_database(tmp_path: Path) -> None:
 def test_tables_never_cut_a_digest(cli: Cli, seeded: dict[str, Any]) -> None:
     """Piped (no terminal, no COLUMNS), every digest a user copies is whole on one line."""
     bob = seeded["tokens"]["approver"]
-    cli.ok("promote", "prod", "--create", "--adapter", f"write={seeded['adapter']['id']}",
+    cli.ok("promote", "prod", "--create", "--adapter", f"write=#{seeded['adapter']['id']}",
            token=bob)  # fmt: skip
     revision = cli.ok("channel", "show", "prod", token=bob)
     digests = [

@@ -217,6 +217,8 @@ def _calls(tmp_path: Path) -> dict[str, Callable[[RegistryClient], Any]]:
         "push_adapter": lambda c: c.push_adapter(adapter_dir, capability="plan", backbone=d),
         "list_adapters": lambda c: c.list_adapters(),
         "get_adapter": lambda c: c.get_adapter(1),
+        "adapter_by_name": lambda c: c.adapter_by_name("write@2"),
+        "resolve_adapter": lambda c: c.resolve_adapter("write@2"),
         "lineage": lambda c: c.lineage(1),
         "approve": lambda c: c.approve(1),
         "reject": lambda c: c.reject(1),
@@ -245,6 +247,7 @@ def _calls(tmp_path: Path) -> dict[str, Callable[[RegistryClient], Any]]:
         "gate": lambda c: c.gate("prod", {"plan": 1}),
         "promote": lambda c: c.promote("prod", {"plan": 1}),
         "rollback": lambda c: c.rollback("prod", to_revision=1),
+        "require_benchmarks": lambda c: c.require_benchmarks("prod", ["research-em"]),
         "heartbeat": lambda c: c.heartbeat("n", channel="prod", revision=None, audit={}),
         "report_node_event": lambda c: c.report_node_event(
             "n", kind="integrity.refused", adapter="write@1", detail="root differs"

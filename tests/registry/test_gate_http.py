@@ -115,7 +115,7 @@ def test_paired_gate_through_http(served: Served) -> None:
     )  # fmt: skip
     assert (check["baseline_by"], check["candidate_by"]) == ("eve", "eve")
     assert bob.gate("prod", {"write": v2}) == report  # deterministic for its seed
-    done = _weact_gate(served, "--adapter", f"write={v2}")
+    done = _weact_gate(served, "--adapter", f"write=#{v2}")
     assert done.returncode == 0, done.stderr
     assert "paired" not in done.stderr
 
@@ -133,7 +133,7 @@ def test_paired_gate_through_http(served: Served) -> None:
     assert failed["ci_high"] < 0
     assert failed["candidate_by"] == "eve"
     assert bob.get_channel("prod")["revision"] == 1
-    gate = _weact_gate(served, "--adapter", f"write={v3}")
+    gate = _weact_gate(served, "--adapter", f"write=#{v3}")
     assert gate.returncode == 1
     assert "FAILED" in gate.stdout
     assert "eve" in gate.stdout
@@ -162,8 +162,8 @@ def test_missing_and_untrusted_evaluations_fail(served: Served) -> None:
     check = bob.gate("prod", {"write": v2})["checks"][0]
     assert check["verdict"] == "missing"
     assert "by alice" in check["detail"]
-    assert _weact_gate(served, "--adapter", f"write={v2}").returncode == 1
-    cannot = _weact_gate(served, "--adapter", "write=999")  # a check that cannot run: 2
+    assert _weact_gate(served, "--adapter", f"write=#{v2}").returncode == 1
+    cannot = _weact_gate(served, "--adapter", "write=#999")  # a check that cannot run: 2
     assert cannot.returncode == 2, (cannot.stdout, cannot.stderr)
     assert "Traceback" not in cannot.stderr
 

@@ -171,7 +171,9 @@ def test_a_capability_dropped_from_the_revision_is_gone_for_new_episodes(
     before.activate("write")
     write_version = engine.adapters["write"].version
 
-    dropped = registry.bob.promote("drop", {"write": None})["revision"]["revision"]
+    dropped = registry.bob.promote("drop", {"write": None}, order=["plan", "search"])["revision"][
+        "revision"
+    ]
     eventually(lambda: follower.revision == dropped)
 
     assert sorted(engine.adapters) == ["plan", "search"]

@@ -20,7 +20,7 @@ from registry.api.schemas import (
     LineagePublic,
 )
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page
-from registry.services import adapters, lifecycle, signatures, tags, trust_roots
+from registry.services import adapter_names, adapters, lifecycle, signatures, tags, trust_roots
 
 router = APIRouter(tags=["adapters"])
 
@@ -117,10 +117,25 @@ def post_tags(
         )
 
 
+@router.get("/adapters/by-name/{name}", response_model=AdapterPublic, responses=errors(404, *READ))
+def get_adapter_by_name(
+    name: Annotated[str, Path(max_length=80, description="`write@2`, or an id: `#6`, `6`.")],
+    state: StateDep,
+    _reader: Reader,
+    backbone: Annotated[
+        str | None, Query(max_length=80, description="Backbone root (several backbones).")
+    ] = None,
+) -> AdapterVersion:
+    """The version a person's name for it means: `capability@version` or an id."""
+    with state.db.read() as session:
+        return adapter_names.resolve_adapter(session=session, name=name, backbone=backbone)
+
+
 @router.get("/adapters/{adapter_id}", response_model=AdapterPublic, responses=errors(404, *READ))
 def get_adapter(adapter_id: AdapterId, state: StateDep, _reader: Reader) -> AdapterVersion:
     with state.db.read() as session:
-        return adapters.get_adapter(session=session, adapter_id=adapter_id)
+        adapter = adapters.get_adapter(session=session, adapter_id=adapter_id)
+        return adapter_names.with_approver(session, adapter)
 
 
 @router.get(

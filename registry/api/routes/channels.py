@@ -6,6 +6,7 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from registry.api.deps import Approver, Reader, StateDep
@@ -14,6 +15,7 @@ from registry.api.responses import READ, errors
 from registry.api.schemas import (
     MAX_DB_INT,
     GateReportPublic,
+    In,
     PromotePublic,
     PromoteRequest,
     RevisionPublic,
@@ -21,7 +23,7 @@ from registry.api.schemas import (
 )
 from registry.domain import GateReport, PromoteResult, Revision
 from registry.names import check_name
-from registry.services import channels
+from registry.services import channels, gate_requirements
 from registry.services.read_cache import ChannelHead, etag_of, revisions_named
 
 router = APIRouter(tags=["channels"])
@@ -192,3 +194,26 @@ def post_rollback(
         )
     state.notifier.notify()
     return revision
+
+
+class RequiredBenchmarks(In):
+    benchmarks: list[Annotated[str, Field(min_length=1, max_length=128)]] = Field(
+        max_length=64, description="Benchmark names every gate must judge; [] requires none."
+    )
+
+
+@router.put(
+    "/channels/{name}/required-benchmarks",
+    response_model=RevisionPublic,
+    responses=errors(404, 401, 403, 413, 422),
+)
+def put_required_benchmarks(
+    name: ChannelName, body: RequiredBenchmarks, state: StateDep, actor: Approver
+) -> Revision:
+    """Set the benchmarks every promotion's gate of the channel must judge (approver)."""
+    with state.db.write() as session:
+        head = gate_requirements.require_benchmarks(
+            session=session, actor=actor, channel=name, benchmarks=body.benchmarks
+        )
+    state.notifier.notify()
+    return head

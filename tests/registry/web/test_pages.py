@@ -66,6 +66,23 @@ def test_adapter_list_filters(read_site: Site, query: str, shown: set[str]) -> N
     assert sorted(int(r) for r in rows) == sorted(read_site.ids[name] for name in shown)
 
 
+def test_adapter_pages_answer_to_the_names_people_use(read_site: Site) -> None:
+    """`/adapters/write@2` is the page of write@2, as `/adapters/<id>` and `/adapters/#id`
+    are; the overview names a candidate's parent `write@1`, never by its id."""
+    write2 = read_site.ids["write@2"]
+    by_name, by_id = read_site.get("/adapters/write@2"), read_site.get(f"/adapters/{write2}")
+    assert by_name.status_code == by_id.status_code == 200
+    assert text_of(by_name.text) == text_of(by_id.text)
+    assert "write@2 write++ approved" in text_of(by_name.text)
+    assert text_of(read_site.get(f"/adapters/%23{write2}").text) == text_of(by_id.text)
+    missing = read_site.get("/adapters/write@99")
+    assert missing.status_code == 404
+    assert "adapter write@99 does not exist (the newest is write@4)" in text_of(missing.text)
+    overview = text_of(read_site.get("/").text)
+    assert "write@4 write-alt write@1" in overview
+    assert f"#{read_site.ids['write@1']}" not in overview
+
+
 def test_adapter_page(read_site: Site) -> None:
     write2 = read_site.adapter("write@2")
     page = read_site.get(f"/adapters/{write2['id']}")
@@ -178,8 +195,8 @@ def test_audit_page_pages_through_events(read_site: Site) -> None:
         ("/capabilities", 200, "No capability yet"),
         ("/adapters", 200, "No version matches"),
         ("/channels", 200, "No channel yet"),
-        ("/channels/prod", 404, "channel 'prod' not found"),
-        ("/channels/prod/diff", 404, "channel 'prod' not found"),
+        ("/channels/prod", 404, "channel 'prod' does not exist"),
+        ("/channels/prod/diff", 404, "channel 'prod' does not exist"),
         ("/gates", 200, "No gate report matches"),
         ("/nodes", 200, "No node has reported yet"),
         ("/audit", 200, "Chain intact."),

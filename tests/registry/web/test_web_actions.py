@@ -49,7 +49,9 @@ def test_rollback_and_revoke_through_the_forms(any_site: Site) -> None:
     current = head(site)
     assert current["revision"] == 4
     assert "write" not in current["library"]  # type: ignore[operator]
-    assert current["reason"] == "revoke write@1: leaks"
+    assert current["reason"] == "revoke write@1: leaks; order now plan -> search"
+    page = site.api.client.get(f"/adapters/{write1}").text
+    assert re.search(r"<dt>revoked</dt><dd>by \S+ · <time[^>]*>[^<]*</time>: leaks</dd>", page)
 
 
 def test_a_refused_gate_is_a_409_page_with_its_report(shared_site: Site) -> None:
