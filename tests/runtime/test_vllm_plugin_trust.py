@@ -299,6 +299,42 @@ def test_a_frozen_registry_makes_the_heartbeat_stale(
         client.close()
 
 
+def test_a_revision_heard_before_its_approvers_signed_is_followed_once_they_do(
+    world: World, root: TrustRoot, tiny_backbone: Path, tmp_path: Path
+) -> None:
+    first = publish(world, tiny_backbone, tmp_path, 31)
+    world.promote("prod", {"write": first["id"]})
+    node, base = world.node(), str(tiny_backbone)
+    trust = Trust(lambda: node, root, "prod", TrustState.load(tmp_path / STATE_FILE))
+    source, table = RegistrySource(node, tmp_path, trust=trust), ServedTable()
+    table.add(source.resolve(base, "prod/write")[0])
+    dropped: list[Mapping[str, ServedName]] = []
+    follower = ServedFollower(
+        lambda: node, table, dropped.append, mode="no", library_dir=tmp_path,
+        node_id="vllm-cosigned", channel="prod", check_s=0.2, wait_s=5, heartbeat_s=60,
+        trust=trust,
+    )  # fmt: skip
+    follower.start()
+    try:
+        time.sleep(0.5)  # the long-poll is waiting
+        second = publish(world, tiny_backbone, tmp_path, 32)
+        promoted = world.bob.promote("prod", {"write": second["id"]})  # no key yet
+        number = int(promoted["revision"]["revision"])
+        eventually(lambda: "0 of 2 approver signature(s)" in trust.refusals().get("prod", ""))
+        world.bob.sign_channel_revision("prod", number, world.signer("approver1"))
+        # verified again after a backoff: one of two is not enough
+        eventually(lambda: "1 of 2 approver signature(s)" in trust.refusals()["prod"])
+        assert dropped == []
+        world.carol.sign_channel_revision("prod", number, world.signer("approver2"))
+        eventually(lambda: bool(dropped))  # the follower's recheck (backoff: 0.5 s, 1 s, ...)
+        assert trust.refusals() == {}
+        assert source.resolve(base, "prod/write")[0].version == second["name"]
+        eventually(lambda: "refused" not in node_detail(world, "vllm-cosigned"))
+    finally:
+        follower.stop()
+        node.close()
+
+
 def test_the_root_setting(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WEACT_VLLM_ROOT", raising=False)
     monkeypatch.delenv("WEACT_ROOT", raising=False)
