@@ -84,7 +84,10 @@ def root(world: World) -> TrustRoot:
 def publish(world: World, backbone: Path, tmp_path: Path, seed: int) -> Adapter:
     """A new tiny `write` adapter signed by the publisher and two approvers, approved."""
     directory = build_tiny_adapter(backbone, tmp_path / f"write{seed}", seed=seed)
-    return world.admin.get_adapter(world.publish(directory, "write", ("approver1", "approver2")))
+    adapter: Adapter = world.admin.get_adapter(
+        world.publish(directory, "write", ("approver1", "approver2"))
+    )
+    return adapter
 
 
 def breach(world: World, backbone: Path, tmp_path: Path, seed: int) -> tuple[int, str, int]:
@@ -141,12 +144,13 @@ def node_detail(world: World, node_id: str) -> str:
 
 
 def plugin_follower(
-    client: RegistryClient, library: Path, node_id: str, trust: Trust, **timing: float
+    client: RegistryClient, library: Path, node_id: str, trust: Trust
 ) -> ServedFollower:
-    """The plugin's follower of prod (no candidates), heartbeats and drops kept here."""
+    """The plugin's follower of prod (no candidates; what it would drop is not kept), quick:
+    a state check every 0.2 s, a heartbeat every 0.3 s."""
     return ServedFollower(
         lambda: client, ServedTable(), lambda bindings: None, mode="no", library_dir=library,
-        node_id=node_id, channel="prod", trust=trust, **timing,
+        node_id=node_id, channel="prod", check_s=0.2, wait_s=1, heartbeat_s=0.3, trust=trust,
     )  # fmt: skip
 
 
@@ -275,9 +279,7 @@ def test_a_frozen_registry_makes_the_heartbeat_stale(
     assert freshness_required(root)  # the root names the registry's timestamp key
     client = world.breached_node()
     trust = Trust(lambda: client, root, "prod", TrustState.load(tmp_path / STATE_FILE))
-    follower = plugin_follower(
-        client, tmp_path, "vllm-frozen", trust, check_s=0.2, wait_s=1, heartbeat_s=0.3
-    )
+    follower = plugin_follower(client, tmp_path, "vllm-frozen", trust)
     follower.start()
     try:
         eventually(lambda: "vllm-frozen" in {n["id"] for n in world.admin.list_nodes()})
