@@ -84,12 +84,15 @@ class Trust:
             last = self._verified.get(channel)
             if last == revision:
                 return revision
+            again = self._refused_revision.get(channel) == revision
+            if again and not self._due(channel):  # checked: not again before its backoff
+                if last is None:
+                    raise UntrustedError(self._refused[channel])
+                return last
             try:
-                if self._refused_revision.get(channel) == revision and not self._due(channel):
-                    raise UntrustedError(self._refused[channel])  # checked: not again yet
                 verify_revision(self.client(), revision, self.root, self.state)
             except UntrustedError as exc:
-                if self._refused_revision.get(channel) != revision:
+                if not again:
                     self._refused_revision[channel] = revision
                     self._recheck[channel] = (Backoff(0.5, 30.0), 0.0)
                 backoff, _ = self._recheck[channel]
