@@ -1,10 +1,12 @@
 """The insider of issue 28, measured: someone who holds only the registry's admin token mints
 a publisher and an approver under new principals, pushes an attacker adapter signed with a
-key of their own, approves and promotes it, all through the API. How many seconds after the
+key of their own, approves and promotes it (the revision signed with that key too), all
+through the API. How many seconds after the
 promote's 2xx is it served, without a root of trust, and what does a root change?
 
-Against a real `weact serve` (SQLite, local blobs) with a signed `write` adapter on channel
-`prod` (signed by the keys the root names), per round:
+Against a real `weact serve` (SQLite, local blobs, its online timestamp key named in the
+root) with a signed `write` adapter on channel `prod` (the adapter and the revision signed by
+the keys the root names, as `weact push --key` and `weact promote --key` do), per round:
 
 - two real `weact runtime serve` nodes follow `prod` (long-poll 30 s), one without `--root`
   and one with: the seconds until the first's `/healthz` reports the attack's revision
@@ -14,7 +16,8 @@ Against a real `weact serve` (SQLite, local blobs) with a signed `write` adapter
   that runs inside vLLM's API server, here in this process, without vLLM), serving
   `prod/write`: without a root, the seconds until the follower drops the old binding and
   until `prod/write` resolves to the attacker's adapter, pulled and verified (loadable); with
-  `WEACT_ROOT`, until the revision is refused, `prod/write` still resolving to the signed one.
+  `WEACT_ROOT` (its `trust-state.json` in the library directory, as the plugin keeps it),
+  until the revision is refused, `prod/write` still resolving to the signed one.
 
 Then a signed promote puts a good adapter back for the next round.
 
@@ -51,6 +54,7 @@ from registry.launcher import (
 )
 from registry.trust import TrustRoot, create_key, load_public_key, load_signer
 from runtime.tiny import build_tiny_adapter, build_tiny_backbone
+from runtime.trusted import STATE_FILE, TrustState
 from runtime.vllm_resolver.follower import ServedFollower
 from runtime.vllm_resolver.policy import ServedName
 from runtime.vllm_resolver.served import ServedTable
@@ -89,11 +93,14 @@ def first_times(checks: Mapping[str, Callable[[], bool]], every: float = 0.005) 
     return seen
 
 
-def make_root(keys: Path) -> Path:
+def make_root(keys: Path, timestamp: Path) -> Path:
+    """admin signs; pub publishes; app approves prod (adapters and revisions); the registry's
+    timestamp key (`timestamp`, its public key file)."""
     public = {n: load_public_key(create_key(keys, n)[1]) for n in ("admin", "pub", "app", "evil")}
     root = TrustRoot.create([public["admin"]], threshold=1)
     root.add_key("publish:*", public["pub"])
     root.add_key("approve:prod", public["app"])
+    root.add_key("timestamp", load_public_key(timestamp))
     root.sign(load_signer(keys / "admin.key"))
     root.save(keys / "root.json")
     return keys / "root.json"
@@ -139,7 +146,8 @@ class Plugin:
         self, client: RegistryClient, backbone: Path, dest: Path, root: TrustRoot | None
     ) -> None:
         self.client, self.backbone = client, str(backbone)
-        self.trust = Trust(lambda: client, root)
+        state = TrustState.load(dest / STATE_FILE) if root is not None else None
+        self.trust = Trust(lambda: client, root, "prod", state)  # as the plugin's entry point
         self.source = RegistrySource(client, dest, trust=self.trust)
         self.table = ServedTable()
         self.dropped: list[float] = []
@@ -162,10 +170,13 @@ class Plugin:
 class Bench:
     """The registry, its principals and the signing keys of one run."""
 
-    def __init__(self, registry: EmbeddedRegistry, work: Path, backbone: Path) -> None:
+    def __init__(
+        self, registry: EmbeddedRegistry, registry_dir: Path, work: Path, backbone: Path
+    ) -> None:
         self.registry, self.work, self.backbone = registry, work, backbone
         self.keys = work / "keys"
-        self.root_path = make_root(self.keys)
+        # `weact serve` made its timestamp key beside the blob directory
+        self.root_path = make_root(self.keys, registry_dir / ".weact" / "timestamp.pub.json")
         self.admin = RegistryClient(registry.url, registry.bootstrap_token("root", "admin"))
         self.pub, self.app = (self.minted(r, r) for r in ("publisher", "approver"))
         manifest = manifest_of_path(backbone).to_json()
@@ -189,10 +200,12 @@ class Bench:
         app.approve(pushed["id"])
         return int(pushed["id"])
 
-    def promote(self, client: RegistryClient, adapter_id: int) -> int:
+    def promote(self, client: RegistryClient, adapter_id: int, key: str) -> int:
+        """A revision serving `adapter_id` as `write`, signed by `key` (`weact promote --key`)."""
         done = client.promote(
-            "prod", {"write": adapter_id}, backbone=self.backbone_root, create=True
-        )
+            "prod", {"write": adapter_id}, backbone=self.backbone_root, create=True,
+            signer=load_signer(self.keys / f"{key}.key"),
+        )  # fmt: skip
         return int(done["revision"]["revision"])
 
 
@@ -210,7 +223,7 @@ def attack_round(
         name = bench.admin.get_adapter(evil)["name"]
         before = int(library(root_node)["revision"])
         plain.dropped.clear()
-        attack = bench.promote(app, evil)
+        attack = bench.promote(app, evil, "evil")  # signed, by a key no root names
         t0 = time.monotonic()
     # vLLM asks the resolver again only once the follower dropped the name it had bound
     at = first_times(
@@ -233,7 +246,7 @@ def attack_round(
 
 def restore(bench: Bench, nodes: tuple[str, str], plugins: tuple[Plugin, Plugin]) -> None:
     """A signed promote: every follower on it again, prod/write bound to it."""
-    good = bench.promote(bench.app, bench.adapter(bench.pub, bench.app, "pub", "app"))
+    good = bench.promote(bench.app, bench.adapter(bench.pub, bench.app, "pub", "app"), "app")
     first_times({url: functools.partial(serves, url, good) for url in nodes})
     until(lambda: "prod" not in plugins[1].trust.refusals())
     for plugin in plugins:
@@ -247,8 +260,8 @@ def measure(rounds: int, work: Path) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     (work / "registry").mkdir()
     with embedded_registry(work / "registry") as registry:
-        bench = Bench(registry, work, backbone)
-        bench.promote(bench.app, bench.adapter(bench.pub, bench.app, "pub", "app"))
+        bench = Bench(registry, work / "registry", work, backbone)
+        bench.promote(bench.app, bench.adapter(bench.pub, bench.app, "pub", "app"), "app")
         token = [bench.admin.create_token(name=f"node{i}", role="node")["token"] for i in range(4)]
         clients = [RegistryClient(registry.url, t) for t in token[2:]]  # a node id per token
         root = TrustRoot.load(bench.root_path)

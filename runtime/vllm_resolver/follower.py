@@ -177,6 +177,10 @@ class ServedFollower:
                 for name in set(watchers) - set(channels):
                     watchers.pop(name).cancel()
                 await asyncio.to_thread(self.check)
+                for verified in await asyncio.to_thread(self.trust.recheck):  # signed since
+                    heads = heads_of(verified, self.table.snapshot().values())
+                    await asyncio.to_thread(self.check, heads)
+                    beat_at = 0.0  # say it follows the revision again
                 if time.monotonic() >= beat_at:
                     await asyncio.to_thread(self.heartbeat)
                     beat_at = time.monotonic() + self.heartbeat_s

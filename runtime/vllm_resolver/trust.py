@@ -8,6 +8,10 @@ With a root (`registry.trust.TrustRoot`, the offline `root.json` nodes take as `
   adapter of it is pulled or a served name moves to it. A revision that fails is refused:
   logged, said in the heartbeat's audit detail, and the channel's names stay on the last
   revision this process verified (the last verified library); none verified yet: refused.
+  A refused revision is verified again after a backoff (0.5 s, doubling to 30 s: `recheck`,
+  from the follower's loop), as nodes retry a failed sync: its approvers' signatures are
+  stored after the promote (`weact promote --key`, then `weact channel sign` by a second
+  approver, maybe much later), so one that lacked them when first heard counts once signed.
 - a **version name** (`write@7`) is served only when the version is signed as an adapter of
   the plugin's channel (`WEACT_VLLM_CHANNEL`) must be: a trusted publisher and the channel's
   threshold of approvers (`runtime.trusted.verify_adapter`, the per-adapter part of the same
@@ -28,11 +32,13 @@ method answers what the registry says (the plugin behaves as it did before roots
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from registry.client import Adapter, LibraryEntry, RegistryClient, Revision
 from registry.errors import RegistryError, UntrustedError
 from registry.trust import TrustRoot
+from runtime.backoff import Backoff
 from runtime.trusted import TrustState, check_freshness, verify_adapter, verify_revision
 from runtime.vllm_resolver.log import get_logger
 
@@ -65,6 +71,7 @@ class Trust:
         self._verified: dict[str, Revision] = {}  # channel -> the last revision verified
         self._refused: dict[str, str] = {}  # channel -> why its latest revision was refused
         self._refused_revision: dict[str, Revision] = {}  # channel -> that revision
+        self._recheck: dict[str, tuple[Backoff, float]] = {}  # channel -> (backoff, when)
         self._lock = threading.Lock()
 
     def revision(self, revision: Revision) -> Revision:
@@ -77,22 +84,47 @@ class Trust:
             last = self._verified.get(channel)
             if last == revision:
                 return revision
-            try:
-                if self._refused_revision.get(channel) == revision:  # checked: not again
+            again = self._refused_revision.get(channel) == revision
+            if again and not self._due(channel):  # checked: not again before its backoff
+                if last is None:
                     raise UntrustedError(self._refused[channel])
+                return last
+            try:
                 verify_revision(self.client(), revision, self.root, self.state)
             except UntrustedError as exc:
-                self._refused_revision[channel] = revision
+                if not again:
+                    self._refused_revision[channel] = revision
+                    self._recheck[channel] = (Backoff(0.5, 30.0), 0.0)
+                backoff, _ = self._recheck[channel]
+                self._recheck[channel] = (backoff, time.monotonic() + backoff.next())
                 self._refuse(channel, str(exc), last)
                 if last is None:
                     raise
                 return last
             self._verified[channel] = revision
             self._refused_revision.pop(channel, None)
+            self._recheck.pop(channel, None)
             if self._refused.pop(channel, None) is not None:
                 logger.warning("channel %r revision %d verified: following it again",
                                channel, number)  # fmt: skip
             return revision
+
+    def recheck(self) -> list[Revision]:
+        """Refused revisions whose backoff passed, verified again: those that now count
+        (their approvers' signatures arrived). Without a root: none."""
+        with self._lock:
+            due = [r for c, r in self._refused_revision.items() if self._due(c)]
+        passed = []
+        for revision in due:
+            try:
+                if self.revision(revision) == revision:
+                    passed.append(revision)
+            except (UntrustedError, RegistryError) as exc:  # none verified before it
+                logger.debug("channel %r still refused: %s", revision["channel"], exc)
+        return passed
+
+    def _due(self, channel: str) -> bool:
+        return time.monotonic() >= self._recheck[channel][1]
 
     def head(self, channel: str) -> Revision:
         """The channel's current revision, or its last verified one (see `revision`). With a

@@ -2,7 +2,8 @@
 
 A real `weact serve` (SQLite, local blobs) holds SmolLM2 as backbone, plan@1, write@1
 (promoted to channel prod), write@2 (approved, other weights) and write@3 (pushed, never
-approved). A real `python -m vllm.entrypoints.openai.api_server` with runtime LoRA updating,
+approved); every revision of prod is signed by the approver key (`weact promote --key`).
+A real `python -m vllm.entrypoints.openai.api_server` with runtime LoRA updating,
 `--api-key`, one LoRA slot and one CPU LoRA slot (so any other adapter evicts the one
 before) and only this project's resolver plugin is driven through the official `openai`
 client. The server has a root of trust (`WEACT_ROOT`): every adapter above is signed by a
@@ -62,13 +63,15 @@ class World:
         return load_signer(self.keys / f"{name}.key")
 
 
-def make_keys(keys: Path) -> Path:
-    """Keys and a root of trust: publisher for every capability, one approver for prod."""
+def make_keys(keys: Path, timestamp: Path) -> Path:
+    """Keys and a root of trust: publisher for every capability, one approver for prod (its
+    adapters and revisions), the registry's timestamp key (`timestamp`, its public key)."""
     public = {n: load_public_key(create_key(keys, n)[1]) for n in ("admin", "publisher",
               "approver", "mallory")}  # fmt: skip
     root = TrustRoot.create([public["admin"]], threshold=1)
     root.add_key("publish:*", public["publisher"])
     root.add_key("approve:prod", public["approver"])
+    root.add_key("timestamp", load_public_key(timestamp))
     root.sign(load_signer(keys / "admin.key"))
     root.save(keys / "root.json")
     return keys
@@ -120,9 +123,10 @@ def world(
 ) -> Iterator[World]:
     workdir = tmp_path_factory.mktemp("resolver")
     candidate = build_adapters(smollm2, workdir / "candidate", {"write@3": 4})["write@3"]
-    keys = make_keys(workdir / "keys")
-    publisher, approver = (load_signer(keys / f"{n}.key") for n in ("publisher", "approver"))
     with embedded_registry(workdir) as registry:
+        # the root names the timestamp key `weact serve` made beside its blob directory
+        keys = make_keys(workdir / "keys", workdir / ".weact" / "timestamp.pub.json")
+        publisher, approver = (load_signer(keys / f"{n}.key") for n in ("publisher", "approver"))
         admin = RegistryClient(registry.url, registry.bootstrap_token("a", "admin"))
         token = {
             role: admin.create_token(name=role, role=role)["token"]
@@ -143,7 +147,8 @@ def world(
                 bob.sign_approval(pushed["id"], approver)
             adapters[version] = pushed if version == "write@3" else bob.approve(pushed["id"])
         ids = {"plan": adapters["plan@1"]["id"], "write": adapters["write@1"]["id"]}
-        bob.promote("prod", ids, backbone=root["root"], order=["plan", "write"], create=True)
+        bob.promote("prod", ids, backbone=root["root"], order=["plan", "write"], create=True,
+                    signer=approver)  # fmt: skip
         world = World(registry, admin, bob, token["node"], adapters, smollm2, workdir, keys)
         yield world
         print("\nmeasured:", json.dumps(world.timings))  # noqa: T201 (the numbers the issue asks for)
@@ -281,9 +286,10 @@ def test_promote_and_rollback_repoint_the_channel_name(world: World, server: Ser
     for target in ("write@2", "write@1"):
         if target == "write@2":
             ids = {"plan": world.adapters["plan@1"]["id"], "write": world.adapters["write@2"]["id"]}
-            world.approver.promote("prod", ids, backbone=root, order=["plan", "write"])
-        else:
-            world.approver.rollback("prod", to_revision=1)  # write@1 again
+            world.approver.promote("prod", ids, backbone=root, order=["plan", "write"],
+                                   signer=world.signer("approver"))  # fmt: skip
+        else:  # write@1 again
+            world.approver.rollback("prod", to_revision=1, signer=world.signer("approver"))
         start = time.monotonic()
         until(lambda t=target: server.complete("prod/write", max_tokens=1).model == t, every=0.05)
         world.timings[f"promote-to-serve {target} s"] = served = time.monotonic() - start
@@ -342,7 +348,8 @@ def test_with_a_root_an_insiders_adapter_is_refused_and_the_signed_one_served(
     plan, write2 = world.adapters["plan@1"], world.adapters["write@2"]
     backbone, order = plan["backbone"], ["plan", "write"]
     ids = {"plan": plan["id"], "write": write2["id"]}
-    world.approver.promote("prod", ids, backbone=backbone, order=order)
+    world.approver.promote("prod", ids, backbone=backbone, order=order,
+                           signer=world.signer("approver"))  # fmt: skip
     until(lambda: server.complete("prod/write", max_tokens=1).model == "write@2", every=0.05)
     minted = {r: world.admin.create_token(name=f"mallory-{r}", role=r)["token"]
               for r in ("publisher", "approver")}  # fmt: skip
@@ -356,7 +363,8 @@ def test_with_a_root_an_insiders_adapter_is_refused_and_the_signed_one_served(
         app.sign_approval(evil["id"], world.signer("mallory"))
         app.approve(evil["id"])
         start = time.monotonic()
-        app.promote("prod", {**ids, "write": evil["id"]}, backbone=backbone, order=order)
+        app.promote("prod", {**ids, "write": evil["id"]}, backbone=backbone, order=order,
+                    signer=world.signer("mallory"))  # fmt: skip
 
     def said() -> str:
         return str({n["id"]: n for n in world.admin.list_nodes()}[NODE_ID]["audit"]["detail"])

@@ -1,19 +1,24 @@
 """The vLLM plugin with a root of trust (`WEACT_ROOT`), without vLLM: a real `weact serve`
-over HTTP, its database and blob store written directly by an attacker, and the plugin's
-own resolver, follower and load check (issue 28).
+over HTTP (its timestamp key named in the root, revisions signed by two approvers as
+`weact promote --key` does: tests/support/signed_world.py), its database and blob store
+written directly by an attacker, and the plugin's own resolver, follower and load check
+(issue 28).
 
 The registry breached: an attacker adapter registered through the registry's own services
 (no API, no auth), marked approved with correct digests, signature rows claiming the
 trusted keys' ids (signed by the attacker's key), and set as the channel head. A plugin
 without a root makes it loadable; with the root the revision is refused, the channel name
 keeps its last verified version, the heartbeat says why, and a signed promote is followed.
+A replayed older revision (properly signed, listing a since-revoked adapter) is refused, also
+by a restarted plugin (its `trust-state.json`); a registry that stops renewing its timestamp
+(a freeze) makes the plugin's heartbeat `stale`, with the reason.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +27,32 @@ import pytest
 pytest.importorskip("safetensors")
 
 from sqlalchemy import update  # noqa: E402
+from support.signed_world import (  # noqa: E402
+    TIMESTAMP_EXPIRY_S,
+    BreachedClient,
+    World,
+    attacker_adapter,
+    eventually,
+    world_of,
+)
 
-from registry.client import RegistryClient  # noqa: E402
+from registry.client import Adapter, RegistryClient  # noqa: E402
 from registry.db.models import SqlAdapterSignature, SqlAdapterVersion  # noqa: E402
 from registry.db.session import Database, session_scope  # noqa: E402
 from registry.domain import Principal, Role  # noqa: E402
-from registry.launcher import EmbeddedRegistry, embedded_registry  # noqa: E402
 from registry.services import adapters as adapter_services  # noqa: E402
 from registry.services.channels import PromoteRequest, promote  # noqa: E402
 from registry.trust import (  # noqa: E402
     APPROVE,
     PUBLISH,
     TrustRoot,
-    create_key,
     load_public_key,
-    load_signer,
     sign_identity,
 )
+from registry.trust.channel import freshness_required  # noqa: E402
 from registry.trust.statements import AdapterIdentity  # noqa: E402
 from runtime.tiny import build_tiny_adapter  # noqa: E402
+from runtime.trusted import STATE_FILE, TrustState  # noqa: E402
 from runtime.vllm_resolver.follower import ServedFollower  # noqa: E402
 from runtime.vllm_resolver.integrity import IntegrityRefused, LoadVerifier  # noqa: E402
 from runtime.vllm_resolver.policy import ServedName  # noqa: E402
@@ -49,138 +61,106 @@ from runtime.vllm_resolver.settings import PluginSettings  # noqa: E402
 from runtime.vllm_resolver.source import RegistrySource, ResolveRefused  # noqa: E402
 from runtime.vllm_resolver.trust import Trust  # noqa: E402
 from storage.local import LocalBlobStore  # noqa: E402
-from storage.manifest import manifest_of_file, manifest_of_path  # noqa: E402
+from storage.manifest import manifest_of_file  # noqa: E402
 
 WEIGHTS = "adapter_model.safetensors"
 CONFIG = "adapter_config.json"
-KEYS = ("admin", "publisher", "approver", "mallory")
-
-
-@dataclass
-class World:
-    server: EmbeddedRegistry
-    keys: Path
-    root: TrustRoot
-    admin: RegistryClient
-    publisher: RegistryClient
-    approver: RegistryClient
-    backbone: Path
-    backbone_root: str
-    adapters: Path
-
-    def signer(self, name: str) -> Any:
-        return load_signer(self.keys / f"{name}.key")
-
-    def node(self) -> RegistryClient:
-        token = self.admin.create_token(name="vllm", role="node")["token"]
-        return RegistryClient(self.server.url, token)
-
-    def publish(self, seed: int) -> dict[str, Any]:
-        """A tiny `write` adapter signed by the publisher and approver keys, approved."""
-        path = build_tiny_adapter(self.backbone, self.adapters / f"write-{seed}", seed=seed)
-        pushed = self.publisher.push_adapter(
-            path, capability="write", backbone=self.backbone_root, signer=self.signer("publisher")
-        )
-        self.approver.sign_approval(pushed["id"], self.signer("approver"))
-        return dict(self.approver.approve(pushed["id"]))
-
-    def promote(self, adapter: Mapping[str, Any]) -> int:
-        done = self.approver.promote(
-            "prod", {"write": adapter["id"]}, backbone=self.backbone_root, create=True
-        )
-        return int(done["revision"]["revision"])
-
-    def breach(self, seed: int) -> tuple[int, str, int]:
-        """The attacker's adapter, approved and set as prod's head by writing the database
-        and blob store directly: (its id, its manifest root, the revision)."""
-        directory = build_tiny_adapter(self.backbone, self.adapters / f"evil-{seed}", seed=seed)
-        store = LocalBlobStore(self.server.store_url)
-        files = {name: store.put([(directory / name).read_bytes()]) for name in (CONFIG, WEIGHTS)}
-        intruder = Principal(name="db-intruder", role=Role.ADMIN)
-        draft = adapter_services.AdapterDraft(
-            capability="write", backbone=self.backbone_root, files=files
-        )
-        database = Database(self.server.database_url)
-        try:
-            evil = adapter_services.register_adapter(
-                database=database, store=store, actor=intruder, draft=draft
-            )
-        finally:
-            database.dispose()
-        with session_scope(self.server.database_url) as session:
-            session.execute(
-                update(SqlAdapterVersion)
-                .where(SqlAdapterVersion.id == evil.id)
-                .values(state="approved")
-            )
-            identity = AdapterIdentity(
-                "write", evil.manifest_root, self.backbone_root, None, files[CONFIG]
-            )
-            for kind, predicate, claimed in (
-                ("publish", PUBLISH, "publisher"),
-                ("approve", APPROVE, "approver"),
-            ):
-                envelope = sign_identity(identity, predicate, self.signer("mallory"))
-                keyid = load_public_key(self.keys / f"{claimed}.pub.json").keyid
-                envelope["signatures"][0]["keyid"] = keyid  # a forged claim of a trusted key
-                session.add(
-                    SqlAdapterSignature(
-                        adapter_id=evil.id, kind=kind, keyid=keyid, envelope=envelope,
-                        created_by="db-intruder",
-                    )
-                )  # fmt: skip
-            request = PromoteRequest("prod", None, {"write": evil.id}, None)
-            revision = promote(session=session, actor=intruder, request=request).revision
-        return evil.id, evil.manifest_root, revision.revision
-
-
-def make_root(keys: Path) -> TrustRoot:
-    public = {name: load_public_key(keys / f"{name}.pub.json") for name in KEYS}
-    root = TrustRoot.create([public["admin"]], threshold=1)
-    root.add_key("publish:*", public["publisher"])
-    root.add_key("approve:prod", public["approver"])
-    root.sign(load_signer(keys / "admin.key"))
-    return root
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory, tiny_backbone: Path) -> Iterator[World]:
-    keys = tmp_path_factory.mktemp("plugin-keys")
-    for name in KEYS:
-        create_key(keys, name)
-    make_root(keys).save(keys / "root.json")
-    with embedded_registry(tmp_path_factory.mktemp("plugin-registry")) as server:
-        admin = RegistryClient(server.url, server.bootstrap_token("root", "admin"))
-        token = {r: admin.create_token(name=r, role=r)["token"] for r in ("publisher", "approver")}
-        manifest = manifest_of_path(tiny_backbone).to_json()
-        backbone_root = admin.register_backbone(name="tiny", manifest=manifest)["root"]
-        admin.create_capability(name="write", description="write it.")
-        clients = [RegistryClient(server.url, token[r]) for r in ("publisher", "approver")]
-        adapters = tmp_path_factory.mktemp("plugin-adapters")
-        root = TrustRoot.load(keys / "root.json")
-        yield World(server, keys, root, admin, *clients, tiny_backbone, backbone_root, adapters)
-        for client in (admin, *clients):
-            client.close()
+def world(
+    tmp_path_factory: pytest.TempPathFactory,
+    tiny_backbone: Path,
+    tiny_adapters: dict[str, Path],
+) -> Iterator[World]:
+    yield from world_of(None, tmp_path_factory, tiny_backbone, tiny_adapters)
 
 
-def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    start = time.monotonic()
-    while not check():
-        assert time.monotonic() - start < timeout, "condition not met in time"
-        time.sleep(0.05)
+@pytest.fixture
+def root(world: World) -> TrustRoot:
+    return TrustRoot.load(world.root_path)
+
+
+def publish(world: World, backbone: Path, tmp_path: Path, seed: int) -> Adapter:
+    """A new tiny `write` adapter signed by the publisher and two approvers, approved."""
+    directory = build_tiny_adapter(backbone, tmp_path / f"write{seed}", seed=seed)
+    adapter: Adapter = world.admin.get_adapter(
+        world.publish(directory, "write", ("approver1", "approver2"))
+    )
+    return adapter
+
+
+def breach(world: World, backbone: Path, tmp_path: Path, seed: int) -> tuple[int, str, int]:
+    """The attacker's adapter, approved and set as prod's head by writing the database
+    and blob store directly: (its id, its manifest root, the revision)."""
+    directory = attacker_adapter(backbone, tmp_path, seed)
+    store = LocalBlobStore(world.server.store_url)
+    files = {name: store.put([(directory / name).read_bytes()]) for name in (CONFIG, WEIGHTS)}
+    intruder = Principal(name="db-intruder", role=Role.ADMIN)
+    draft = adapter_services.AdapterDraft(
+        capability="write", backbone=world.backbone_root, files=files
+    )
+    database = Database(world.server.database_url)
+    try:
+        evil = adapter_services.register_adapter(
+            database=database, store=store, actor=intruder, draft=draft
+        )
+    finally:
+        database.dispose()
+    with session_scope(world.server.database_url) as session:
+        session.execute(
+            update(SqlAdapterVersion)
+            .where(SqlAdapterVersion.id == evil.id)
+            .values(state="approved")
+        )
+        identity = AdapterIdentity(
+            "write", evil.manifest_root, world.backbone_root, None, files[CONFIG]
+        )
+        for kind, predicate, claimed in (
+            ("publish", PUBLISH, "publisher"),
+            ("approve", APPROVE, "approver1"),
+            ("approve", APPROVE, "approver2"),
+        ):
+            envelope = sign_identity(identity, predicate, world.signer("mallory"))
+            keyid = load_public_key(world.keys / f"{claimed}.pub.json").keyid
+            envelope["signatures"][0]["keyid"] = keyid  # a forged claim of a trusted key
+            session.add(
+                SqlAdapterSignature(
+                    adapter_id=evil.id, kind=kind, keyid=keyid, envelope=envelope,
+                    created_by="db-intruder",
+                )
+            )  # fmt: skip
+        request = PromoteRequest("prod", None, {"write": evil.id}, None)
+        revision = promote(session=session, actor=intruder, request=request).revision
+    return evil.id, evil.manifest_root, revision.revision
+
+
+def node_row(world: World, node_id: str) -> dict[str, Any]:
+    return dict({n["id"]: n for n in world.admin.list_nodes()}[node_id])
 
 
 def node_detail(world: World, node_id: str) -> str:
-    return str({n["id"]: n for n in world.admin.list_nodes()}[node_id]["audit"]["detail"])
+    return str(node_row(world, node_id)["audit"]["detail"])
+
+
+def plugin_follower(
+    client: RegistryClient, library: Path, node_id: str, trust: Trust
+) -> ServedFollower:
+    """The plugin's follower of prod (no candidates; what it would drop is not kept), quick:
+    a state check every 0.2 s, a heartbeat every 0.3 s."""
+    return ServedFollower(
+        lambda: client, ServedTable(), lambda bindings: None, mode="no", library_dir=library,
+        node_id=node_id, channel="prod", check_s=0.2, wait_s=1, heartbeat_s=0.3, trust=trust,
+    )  # fmt: skip
 
 
 def test_a_breached_registrys_head_is_refused_and_the_last_verified_keeps_serving(
-    world: World, tmp_path: Path
+    world: World, root: TrustRoot, tiny_backbone: Path, tmp_path: Path
 ) -> None:
-    good = world.publish(11)
-    world.promote(good)
-    node, base = world.node(), str(world.backbone)
-    trust = Trust(lambda: node, world.root, "prod")
+    good = publish(world, tiny_backbone, tmp_path, 11)
+    world.promote("prod", {"write": good["id"]})
+    node, base = world.node(), str(tiny_backbone)
+    trust = Trust(lambda: node, root, "prod")
     source, table = RegistrySource(node, tmp_path / "signed", trust=trust), ServedTable()
     table.add(source.resolve(base, "prod/write")[0])
     assert source.resolve(base, good["name"])[0].version == good["name"]  # signed: served
@@ -193,7 +173,7 @@ def test_a_breached_registrys_head_is_refused_and_the_last_verified_keeps_servin
     follower.start()
     try:
         time.sleep(0.5)  # the long-poll is waiting
-        evil_id, evil_root, attack = world.breach(77)
+        evil_id, evil_root, attack = breach(world, tiny_backbone, tmp_path, 77)
         eventually(lambda: "prod" in trust.refusals())
         eventually(lambda: "not trusted" in node_detail(world, "vllm-rooted"))
         assert f"prod revision {attack}" in trust.refusals()["prod"]
@@ -220,8 +200,8 @@ def test_a_breached_registrys_head_is_refused_and_the_last_verified_keeps_servin
         assert binding.version == evil["name"]
         assert manifest_of_file(path / WEIGHTS).root == evil_root
 
-        better = world.publish(12)  # a signed promote is followed again
-        world.promote(better)
+        better = publish(world, tiny_backbone, tmp_path, 12)  # a signed promote: followed
+        world.promote("prod", {"write": better["id"]})
         eventually(lambda: bool(dropped))
         assert set(dropped[0]) == {"prod/write"}
         assert trust.refusals() == {}
@@ -233,15 +213,127 @@ def test_a_breached_registrys_head_is_refused_and_the_last_verified_keeps_servin
         node.close()
 
 
-def test_a_channel_never_verified_is_refused(world: World, tmp_path: Path) -> None:
+def test_a_channel_never_verified_is_refused(
+    world: World, root: TrustRoot, tiny_backbone: Path, tmp_path: Path
+) -> None:
     node = world.node()
     try:
-        world.breach(78)  # prod's head: the attacker's, and this process verified nothing
-        source = RegistrySource(node, tmp_path, trust=Trust(lambda: node, world.root))
+        breach(world, tiny_backbone, tmp_path, 78)  # prod's head, and nothing verified here
+        source = RegistrySource(node, tmp_path / "lib", trust=Trust(lambda: node, root))
         with pytest.raises(ResolveRefused, match="not trusted.*0 of 1 publish"):
-            source.resolve(str(world.backbone), "prod/write")
-        assert list(tmp_path.iterdir()) == []
+            source.resolve(str(tiny_backbone), "prod/write")
+        assert not (tmp_path / "lib").exists()
     finally:
+        node.close()
+
+
+def test_a_replayed_older_revision_is_refused_also_after_a_restart(
+    world: World, root: TrustRoot, tiny_backbone: Path, tmp_path: Path
+) -> None:
+    library, base = tmp_path / "lib", str(tiny_backbone)
+    leaked = publish(world, tiny_backbone, tmp_path, 21)
+    old = world.promote("prod", {"write": leaked["id"]})
+    client = world.breached_node()
+    trust = Trust(lambda: client, root, "prod", TrustState.load(library / STATE_FILE))
+    source = RegistrySource(client, library, trust=trust)
+    assert source.resolve(base, "prod/write")[0].version == leaked["name"]
+    good = publish(world, tiny_backbone, tmp_path, 22)
+    new = world.promote("prod", {"write": good["id"]})  # the leaked adapter leaves prod
+    world.bob.revoke(leaked["id"], "weights leaked")
+    assert source.resolve(base, "prod/write")[0].revision == new
+    saved = json.loads((library / STATE_FILE).read_text())
+    assert saved["channels"]["prod"]["revision"] == new
+
+    client.replay = world.admin.channel_revision("prod", old)  # its signatures all valid
+    binding, path = source.resolve(base, "prod/write")
+    assert (binding.version, binding.revision) == (good["name"], new)  # the last verified
+    assert manifest_of_file(path / WEIGHTS).root == good["manifest_root"]
+    assert f"prod revision {old} is older than revision {new}" in trust.refusals()["prod"]
+    follower = plugin_follower(client, library, "vllm-replayed", trust)
+    follower.heartbeat()
+    assert "older than revision" in node_detail(world, "vllm-replayed")
+
+    # a restart: a new process, the same library directory (its trust-state.json)
+    again = BreachedClient(
+        world.server.url, world.admin.create_token(name="vllm", role="node")["token"]
+    )
+    again.replay = client.replay
+    restarted = Trust(lambda: again, root, "prod", TrustState.load(library / STATE_FILE))
+    try:
+        with pytest.raises(ResolveRefused, match=f"older than revision {new}"):
+            RegistrySource(again, library, trust=restarted).resolve(base, "prod/write")
+        assert restarted.refusals()["prod"].startswith(f"prod revision {old} is older")
+        again.replay = None  # the registry honest again: the signed head is served
+        assert (
+            RegistrySource(again, library, trust=restarted).resolve(base, "prod/write")[0].version
+            == good["name"]
+        )
+    finally:
+        client.close()
+        again.close()
+
+
+def test_a_frozen_registry_makes_the_heartbeat_stale(
+    world: World, root: TrustRoot, tmp_path: Path
+) -> None:
+    assert freshness_required(root)  # the root names the registry's timestamp key
+    client = world.breached_node()
+    trust = Trust(lambda: client, root, "prod", TrustState.load(tmp_path / STATE_FILE))
+    follower = plugin_follower(client, tmp_path, "vllm-frozen", trust)
+    follower.start()
+    try:
+        eventually(lambda: "vllm-frozen" in {n["id"] for n in world.admin.list_nodes()})
+        assert trust.frozen() == ""
+        assert node_row(world, "vllm-frozen")["stale"] is False
+
+        client.frozen = client.channel_timestamp("prod")  # no new timestamp from now on
+        eventually(lambda: node_row(world, "vllm-frozen")["stale"], TIMESTAMP_EXPIRY_S + 10)
+        detail = node_detail(world, "vllm-frozen")
+        stale = detail.partition("; stale: ")[2]
+        assert "expired" in stale, detail
+        assert "expired" in trust.frozen()
+
+        client.frozen = None  # the registry signs again
+        eventually(lambda: not node_row(world, "vllm-frozen")["stale"])
+        assert "stale" not in node_detail(world, "vllm-frozen")
+    finally:
+        follower.stop()
+        client.close()
+
+
+def test_a_revision_heard_before_its_approvers_signed_is_followed_once_they_do(
+    world: World, root: TrustRoot, tiny_backbone: Path, tmp_path: Path
+) -> None:
+    first = publish(world, tiny_backbone, tmp_path, 31)
+    world.promote("prod", {"write": first["id"]})
+    node, base = world.node(), str(tiny_backbone)
+    trust = Trust(lambda: node, root, "prod", TrustState.load(tmp_path / STATE_FILE))
+    source, table = RegistrySource(node, tmp_path, trust=trust), ServedTable()
+    table.add(source.resolve(base, "prod/write")[0])
+    dropped: list[Mapping[str, ServedName]] = []
+    follower = ServedFollower(
+        lambda: node, table, dropped.append, mode="no", library_dir=tmp_path,
+        node_id="vllm-cosigned", channel="prod", check_s=0.2, wait_s=5, heartbeat_s=60,
+        trust=trust,
+    )  # fmt: skip
+    follower.start()
+    try:
+        time.sleep(0.5)  # the long-poll is waiting
+        second = publish(world, tiny_backbone, tmp_path, 32)
+        promoted = world.bob.promote("prod", {"write": second["id"]})  # no key yet
+        number = int(promoted["revision"]["revision"])
+        eventually(lambda: "0 of 2 approver signature(s)" in trust.refusals().get("prod", ""))
+        world.bob.sign_channel_revision("prod", number, world.signer("approver1"))
+        # verified again after a backoff: one of two is not enough
+        eventually(lambda: "1 of 2 approver signature(s)" in trust.refusals()["prod"])
+        assert dropped == []
+        world.carol.sign_channel_revision("prod", number, world.signer("approver2"))
+        eventually(lambda: bool(dropped))  # the follower's recheck (backoff: 0.5 s, 1 s, ...)
+        assert trust.refusals() == {}
+        assert source.resolve(base, "prod/write")[0].version == second["name"]
+        eventually(lambda: "refused" not in node_detail(world, "vllm-cosigned"))
+    finally:
+        follower.stop()
         node.close()
 
 
@@ -249,12 +341,12 @@ def test_the_root_setting(world: World, tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.delenv("WEACT_VLLM_ROOT", raising=False)
     monkeypatch.delenv("WEACT_ROOT", raising=False)
     assert PluginSettings().trust_root() is None  # no root: the registry's word, as before
-    monkeypatch.setenv("WEACT_ROOT", str(world.keys / "root.json"))
+    monkeypatch.setenv("WEACT_ROOT", str(world.root_path))
     loaded = PluginSettings().trust_root()
     assert loaded is not None
-    assert loaded.version == world.root.version
+    assert loaded.version == TrustRoot.load(world.root_path).version
     unsigned = tmp_path / "root.json"
-    TrustRoot.create([load_public_key(world.keys / "admin.pub.json")], threshold=1).save(unsigned)
+    TrustRoot.create([world.public("admin1")], threshold=1).save(unsigned)
     monkeypatch.setenv("WEACT_VLLM_ROOT", str(unsigned))  # the plugin's own wins
     with pytest.raises(SystemExit, match="refusing to start: root of trust .*WEACT_ROOT"):
         PluginSettings().trust_root()
