@@ -129,6 +129,7 @@ def adapter_pull(client: RegistryClient, out: Output, adapter_id: int, to_dir: P
 @click.option("--state", type=click.Choice(STATES), default=None)
 @click.option("--limit", type=int, default=None)
 @click.option("--offset", type=int, default=None)
+@click.option("--after", type=int, default=None, help="Only versions whose id is above this.")
 @_tag_option("--tag", "tags", help="Only versions with this tag (repeat: all of them).")
 @click.option("--label", default=None, help="Only versions with this label.")
 @click.option("--parent", "parent_id", type=int, default=None, help="Only children of this id.")
@@ -142,6 +143,7 @@ def adapter_list(
     state: Any,
     limit: int | None,
     offset: int | None,
+    after: int | None,
     tags: dict[str, str],
     label: str | None,
     parent_id: int | None,
@@ -154,6 +156,7 @@ def adapter_list(
         state=state,
         limit=limit,
         offset=offset,
+        after=after,
         tags=[f"{k}={v}" for k, v in tags.items()],
         label=label,
         parent_id=parent_id,

@@ -138,9 +138,11 @@ class Endpoints(ChannelEndpoints):
         label: str | None = None,
         parent_id: int | None = None,
         text: str | None = None,
+        after: int | None = None,
     ) -> AdapterPage:
         """Versions by capability, backbone, state, `KEY=VALUE` tags (all must match),
-        label, parent and text in the model card; oldest first."""
+        label, parent and text in the model card; oldest first. `after`: the versions whose
+        id is above it (the next page starts after the last id of this one)."""
         page = self._get(
             "/adapters",
             capability=capability,
@@ -148,6 +150,7 @@ class Endpoints(ChannelEndpoints):
             state=state,
             limit=limit,
             offset=offset,
+            after=after,
             tag=list(tags) if tags else None,
             label=label,
             parent=parent_id,

@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, literal, select
 from sqlalchemy.orm import Session
 
 from registry.audit import append_event
@@ -54,6 +54,7 @@ TRAINING_FILE = "training.json"
 ALLOWED_FILES = (*REQUIRED_FILES, CARD_FILE, TRAINING_FILE)
 MAX_CARD_BYTES = 256 * 1024
 MAX_PAGE = 1000
+MAX_DEPTH = 1_000_000  # a guard: parents are older versions, a chain cannot loop
 
 
 @dataclass(frozen=True)
@@ -323,11 +324,19 @@ def list_adapters(
     label: str | None = None,
     parent_id: int | None = None,
     text: str | None = None,
+    after: int | None = None,
 ) -> Page:
     """Adapters filtered by capability name, backbone root, state, `key=value` tags (all),
-    label, parent and text in the model card; oldest first."""
+    label, parent and text in the model card; oldest first.
+
+    Pages: `after` (keyset: the versions whose id is above it, so the next page starts
+    after the last id of this one; its cost does not grow with the page's depth) or
+    `offset` (skipped rows are still read). `total` counts every match, whatever the page.
+    """
     if not 1 <= limit <= MAX_PAGE or offset < 0:
         raise InvalidError(f"limit must be 1..{MAX_PAGE} and offset >= 0")
+    if after is not None and (after < 0 or offset):
+        raise InvalidError("after must be >= 0, and is not combined with offset")
     if state is not None and state not in {s.value for s in AdapterState}:
         raise InvalidError(f"unknown state {state!r}; one of {[s.value for s in AdapterState]}")
     query = select(SqlAdapterVersion)
@@ -339,35 +348,48 @@ def list_adapters(
         query = query.where(SqlAdapterVersion.state == state)
     query = search_filters(query, tags=tags or (), label=label, parent_id=parent_id, text=text)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    if after is not None:
+        query = query.where(SqlAdapterVersion.id > after)
     rows = session.scalars(query.order_by(SqlAdapterVersion.id).limit(limit).offset(offset))
     return Page(items=[to_adapter(r) for r in rows], total=total)
 
 
+def _ancestors(session: Session, row: SqlAdapterVersion) -> list[SqlAdapterVersion]:
+    """The parent, its parent, ... (nearest first), in one recursive query."""
+    if row.parent_id is None:
+        return []
+    versions = SqlAdapterVersion.__table__
+    up = select(versions.c.id, versions.c.parent_id, literal(1).label("depth"))
+    up = up.where(versions.c.id == row.parent_id).cte("ancestry", recursive=True)
+    step = select(versions.c.id, versions.c.parent_id, (up.c.depth + 1).label("depth"))
+    step = step.join(up, versions.c.id == up.c.parent_id).where(up.c.depth < MAX_DEPTH)
+    up = up.union_all(step)
+    found = session.scalars(
+        select(SqlAdapterVersion).join(up, SqlAdapterVersion.id == up.c.id).order_by(up.c.depth)
+    )
+    return list(found)
+
+
 def _descendants(session: Session, root_id: int) -> list[SqlAdapterVersion]:
-    found: list[SqlAdapterVersion] = []
-    frontier = [root_id]
-    while frontier:
-        children = list(
-            session.scalars(
-                select(SqlAdapterVersion).where(SqlAdapterVersion.parent_id.in_(frontier))
-            )
-        )
-        found.extend(children)
-        frontier = [c.id for c in children]
-    return sorted(found, key=lambda r: r.id)
+    """Every version below `root_id` (children, theirs, ...), by id, in one recursive query."""
+    versions = SqlAdapterVersion.__table__
+    down = select(versions.c.id).where(versions.c.parent_id == root_id)
+    down = down.cte("descent", recursive=True)
+    down = down.union_all(select(versions.c.id).join(down, versions.c.parent_id == down.c.id))
+    found = session.scalars(
+        select(SqlAdapterVersion)
+        .where(SqlAdapterVersion.id.in_(select(down.c.id)))
+        .order_by(SqlAdapterVersion.id)
+    )
+    return list(found)
 
 
 def lineage(*, session: Session, adapter_id: int) -> Lineage:
-    """Ancestors (oldest first), the adapter, and every descendant."""
+    """Ancestors (oldest first), the adapter, and every descendant: three queries, however
+    long the chain (parents are older versions, so the chain has no cycle)."""
     row = find_adapter_row(session, adapter_id)
-    ancestors: list[SqlAdapterVersion] = []
-    parent_id = row.parent_id
-    while parent_id is not None:
-        parent = find_adapter_row(session, parent_id)
-        ancestors.append(parent)
-        parent_id = parent.parent_id
     return Lineage(
-        ancestors=[to_adapter(a) for a in reversed(ancestors)],
+        ancestors=[to_adapter(a) for a in reversed(_ancestors(session, row))],
         adapter=to_adapter(row),
         descendants=[to_adapter(d) for d in _descendants(session, row.id)],
     )

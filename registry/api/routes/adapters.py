@@ -69,6 +69,10 @@ def get_adapters(
     adapter_state: Annotated[AdapterState | None, Query(alias="state")] = None,
     limit: Annotated[int, Query(ge=1, le=adapters.MAX_PAGE)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_DB_INT)] = 0,
+    after: Annotated[
+        int | None,
+        Query(ge=0, le=MAX_DB_INT, description="Keyset page: versions with an id above it."),
+    ] = None,
     tag: Annotated[
         list[str] | None, Query(max_length=64, description="KEY=VALUE; repeat: all must match.")
     ] = None,
@@ -86,6 +90,7 @@ def get_adapters(
             state=adapter_state.value if adapter_state is not None else None,
             limit=limit,
             offset=offset,
+            after=after,
             tags=tag,
             label=label,
             parent_id=parent,
