@@ -151,7 +151,10 @@ def _database(kind: str, tmp: Path, pg_url: str) -> Iterator[str]:
 
 
 def bench_one(kind: str, versions: int, args: argparse.Namespace) -> dict:
-    with tempfile.TemporaryDirectory() as tmp_dir, _database(kind, Path(tmp_dir), args.pg_url) as url:
+    with (
+        tempfile.TemporaryDirectory() as tmp_dir,
+        _database(kind, Path(tmp_dir), args.pg_url) as url,
+    ):
         tmp = Path(tmp_dir)
         upgrade(url)
         store_url = str(tmp / "blobs")
@@ -181,7 +184,8 @@ def _print(kind: str, sizes: list[int], results: dict[int, dict]) -> None:
         (a50, a99), (b50, b99) = results[small]["rows"][name], results[large]["rows"][name]
         print(f"{name:28}{a50:9.2f}{a99:9.2f}{b50:10.2f}{b99:9.2f}{b50 / a50:10.2f}x")
     for cmd in ("fsck", "gc"):
-        (a_s, a_mb), (b_s, b_mb) = results[small]["maintenance"][cmd], results[large]["maintenance"][cmd]
+        (a_s, a_mb) = results[small]["maintenance"][cmd]
+        (b_s, b_mb) = results[large]["maintenance"][cmd]
         print(
             f"{cmd + ' (s, peak RSS MiB)':28}{a_s:9.2f}{a_mb:9.0f}{b_s:10.2f}{b_mb:9.0f}"
             f"{b_s / a_s:10.2f}x"
@@ -211,7 +215,10 @@ def main() -> None:
     sizes = sorted(args.versions or [1000, 100_000])
     print("command:", " ".join(sys.argv), f"| load average at start: {os.getloadavg()}")
     for kind in args.db or ["sqlite", "postgresql"]:
-        results = {n: bench_one(kind, n, args) for n in sizes}
+        results = {}
+        for n in sizes:
+            results[n] = bench_one(kind, n, args)
+            print(f"{kind}, {n:,} versions, load {os.getloadavg()}:", json.dumps(results[n]))
         _print(kind, sizes, results)
     print(f"load average at the end: {os.getloadavg()}")
 
