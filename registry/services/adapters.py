@@ -325,6 +325,7 @@ def list_adapters(
     parent_id: int | None = None,
     text: str | None = None,
     after: int | None = None,
+    newest_first: bool = False,
 ) -> Page:
     """Adapters filtered by capability name, backbone root, state, `key=value` tags (all),
     label, parent and text in the model card; oldest first.
@@ -332,6 +333,7 @@ def list_adapters(
     Pages: `after` (keyset: the versions whose id is above it, so the next page starts
     after the last id of this one; its cost does not grow with the page's depth) or
     `offset` (skipped rows are still read). `total` counts every match, whatever the page.
+    `newest_first` reverses the order (with `after`: the versions whose id is below it).
     """
     if not 1 <= limit <= MAX_PAGE or offset < 0:
         raise InvalidError(f"limit must be 1..{MAX_PAGE} and offset >= 0")
@@ -348,9 +350,11 @@ def list_adapters(
         query = query.where(SqlAdapterVersion.state == state)
     query = search_filters(query, tags=tags or (), label=label, parent_id=parent_id, text=text)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    key = SqlAdapterVersion.id
     if after is not None:
-        query = query.where(SqlAdapterVersion.id > after)
-    rows = session.scalars(query.order_by(SqlAdapterVersion.id).limit(limit).offset(offset))
+        query = query.where(key < after if newest_first else key > after)
+    order = key.desc() if newest_first else key
+    rows = session.scalars(query.order_by(order).limit(limit).offset(offset))
     return Page(items=[to_adapter(r) for r in rows], total=total)
 
 
@@ -359,13 +363,16 @@ def _ancestors(session: Session, row: SqlAdapterVersion) -> list[SqlAdapterVersi
     if row.parent_id is None:
         return []
     versions = SqlAdapterVersion.__table__
-    up = select(versions.c.id, versions.c.parent_id, literal(1).label("depth"))
-    up = up.where(versions.c.id == row.parent_id).cte("ancestry", recursive=True)
+    start = select(versions.c.id, versions.c.parent_id, literal(1).label("depth"))
+    up = start.where(versions.c.id == row.parent_id).cte("ancestry", recursive=True)
     step = select(versions.c.id, versions.c.parent_id, (up.c.depth + 1).label("depth"))
-    step = step.join(up, versions.c.id == up.c.parent_id).where(up.c.depth < MAX_DEPTH)
-    up = up.union_all(step)
+    chain = up.union_all(
+        step.join(up, versions.c.id == up.c.parent_id).where(up.c.depth < MAX_DEPTH)
+    )
     found = session.scalars(
-        select(SqlAdapterVersion).join(up, SqlAdapterVersion.id == up.c.id).order_by(up.c.depth)
+        select(SqlAdapterVersion)
+        .join(chain, SqlAdapterVersion.id == chain.c.id)
+        .order_by(chain.c.depth)
     )
     return list(found)
 
@@ -373,12 +380,12 @@ def _ancestors(session: Session, row: SqlAdapterVersion) -> list[SqlAdapterVersi
 def _descendants(session: Session, root_id: int) -> list[SqlAdapterVersion]:
     """Every version below `root_id` (children, theirs, ...), by id, in one recursive query."""
     versions = SqlAdapterVersion.__table__
-    down = select(versions.c.id).where(versions.c.parent_id == root_id)
-    down = down.cte("descent", recursive=True)
-    down = down.union_all(select(versions.c.id).join(down, versions.c.parent_id == down.c.id))
+    start = select(versions.c.id).where(versions.c.parent_id == root_id)
+    down = start.cte("descent", recursive=True)
+    tree = down.union_all(select(versions.c.id).join(down, versions.c.parent_id == down.c.id))
     found = session.scalars(
         select(SqlAdapterVersion)
-        .where(SqlAdapterVersion.id.in_(select(down.c.id)))
+        .where(SqlAdapterVersion.id.in_(select(tree.c.id)))
         .order_by(SqlAdapterVersion.id)
     )
     return list(found)

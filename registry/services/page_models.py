@@ -40,6 +40,8 @@ from registry.services import (
 from registry.services.page_queries import GateRecord
 
 RECENT = 5
+CANDIDATES = 50  # on the overview; the adapters page lists them all
+PROMOTABLE = 20  # versions per capability offered on a channel's page
 
 
 @dataclass(frozen=True)
@@ -59,10 +61,11 @@ class NodeStatus:
 class Overview:
     stats: RegistryStats
     channels: list[Revision]
-    candidates: list[AdapterVersion]
+    candidates: list[AdapterVersion]  # the oldest `CANDIDATES` awaiting a decision
     nodes: list[NodeStatus]
     chain: VerifyReport
     gates: list[GateRecord]
+    waiting: int  # every candidate
 
 
 @dataclass(frozen=True)
@@ -144,15 +147,16 @@ def node_statuses(*, session: Session) -> list[NodeStatus]:
 def overview(*, session: Session) -> Overview:
     """The front page: counts, channel heads, candidates awaiting a decision, nodes, audit."""
     waiting = adapters.list_adapters(
-        session=session, state=AdapterState.CANDIDATE.value, limit=adapters.MAX_PAGE
+        session=session, state=AdapterState.CANDIDATE.value, limit=CANDIDATES
     )
     return Overview(
         stats=stats.registry_stats(session=session),
         channels=channels.list_channels(session=session),
         candidates=waiting.items,
         nodes=node_statuses(session=session),
-        chain=events.verify(session=session),
+        chain=events.verify_new(session=session),
         gates=page_queries.list_gate_reports(session=session, limit=RECENT),
+        waiting=waiting.total,
     )
 
 
@@ -218,17 +222,22 @@ def adapter_detail(*, session: Session, adapter_id: int) -> AdapterDetail:
     )
 
 
-def _promotable(session: Session, backbone: str) -> dict[str, list[AdapterVersion]]:
-    """Approved versions on ``backbone``, by capability, newest first."""
-    approved = adapters.list_adapters(
-        session=session,
-        backbone=backbone,
-        state=AdapterState.APPROVED.value,
-        limit=adapters.MAX_PAGE,
-    )
+def _promotable(
+    session: Session, backbone: str, names: list[str]
+) -> dict[str, list[AdapterVersion]]:
+    """The newest `PROMOTABLE` approved versions on ``backbone`` of each capability."""
     by_capability: dict[str, list[AdapterVersion]] = {}
-    for adapter in reversed(approved.items):
-        by_capability.setdefault(adapter.capability, []).append(adapter)
+    for name in names:
+        approved = adapters.list_adapters(
+            session=session,
+            capability=name,
+            backbone=backbone,
+            state=AdapterState.APPROVED.value,
+            limit=PROMOTABLE,
+            newest_first=True,
+        )
+        if approved.items:
+            by_capability[name] = approved.items
     return by_capability
 
 
@@ -239,13 +248,14 @@ def channel_detail(*, session: Session, name: str) -> ChannelDetail:
         raise NotFoundError(f"channel {name!r} has no revision yet")
     head = history[-1]
     followers = [s for s in node_statuses(session=session) if s.node.channel == name]
+    known = capabilities.list_capabilities(session=session)
     return ChannelDetail(
         head=head,
         revisions=history,
         nodes=followers,
         gates=page_queries.list_gate_reports(session=session, channel=name, limit=RECENT),
-        capabilities=capabilities.list_capabilities(session=session),
-        promotable=_promotable(session, head.backbone),
+        capabilities=known,
+        promotable=_promotable(session, head.backbone, [c.name for c in known]),
     )
 
 
