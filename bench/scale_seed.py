@@ -178,8 +178,7 @@ class _Bulk:
         with self.db.write() as session:
             session.execute(insert(SqlAdapterVersion), self.rows)
             session.execute(insert(SqlAdapterTag), self.tags)
-            for event in self._events():  # one by one: the chain's order is the id order
-                session.execute(insert(SqlEvent), [event])
+            session.execute(insert(SqlEvent), self._events())  # ids in list order
             if session.get_bind().dialect.name == "postgresql":  # ids were given: catch up
                 session.execute(
                     text(
