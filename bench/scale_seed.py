@@ -189,10 +189,21 @@ class _Bulk:
         self.rows, self.tags, self.names = [], [], []
 
 
-def seed(db: Database, store: BlobStore, tmp: Path, versions: int, chain: int) -> Seeded:
+def seed(
+    db: Database,
+    store: BlobStore,
+    tmp: Path,
+    versions: int,
+    chain: int,
+    *,
+    service: int = SERVICE,
+    spare: int = 50,
+) -> Seeded:
+    """`versions` versions (the first `service` through the service layer) plus a chain of
+    `chain`; `spare` file sets of the first capability left unregistered."""
     names = [f"c{i}" for i in range(CAPABILITIES - 1)] + [CHAIN_CAPABILITY]
     per_cap = math.ceil(versions / (CAPABILITIES - 1))
-    sets = _file_sets(store, tmp, max(per_cap, chain) + 50)
+    sets = _file_sets(store, tmp, max(per_cap + spare, chain))
     manifest = backbone_manifest_json(write_backbone(tmp / "bb"))
     with db.write() as session:
         root = backbones.register_backbone(
@@ -204,7 +215,7 @@ def seed(db: Database, store: BlobStore, tmp: Path, versions: int, chain: int) -
             )
         _, secret = tokens.create_token(session=session, name="bench", role=Role.ADMIN)
     picks: dict[str, list[int]] = {name: [] for name in names}
-    for i in range(min(SERVICE, versions)):  # the real path, one by one
+    for i in range(min(service, versions)):  # the real path, one by one
         cap = names[i % (CAPABILITIES - 1)]
         draft = adapters.AdapterDraft(
             cap, root, sets[i // (CAPABILITIES - 1)], tags=_tags(i), provenance={}
@@ -219,7 +230,7 @@ def seed(db: Database, store: BlobStore, tmp: Path, versions: int, chain: int) -
         cap_ids = {n: i for n, i in session.execute(select(SqlCapability.name, SqlCapability.id))}
     verified = _verified(db, store, root, sets)
     bulk = _Bulk(db, root)
-    for i in range(min(SERVICE, versions), versions):
+    for i in range(min(service, versions), versions):
         cap_index = i % (CAPABILITIES - 1)
         cap, number = names[cap_index], i // (CAPABILITIES - 1)
         state = STATES[i % len(STATES)]
@@ -237,13 +248,12 @@ def seed(db: Database, store: BlobStore, tmp: Path, versions: int, chain: int) -
     with db.write() as session:
         request = channels.PromoteRequest("prod", root, library, sorted(library), create=True)
         channels.promote(session=session, actor=ADMIN, request=request)
-    spare = sets[per_cap + 1 :]
     return Seeded(
         root=root,
         secret=secret,
         capabilities=names,
         chain_tip=parent or 1,
         some_id=max(1, versions // 2),
-        spare=spare,
+        spare=sets[per_cap:],
         channel_pick=picks,
     )
