@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from registry.db.session import Database
-from registry.services import adapters
+from registry.services import adapters, lineage
 from registry.services.fsck import fsck
 from registry.services.gc import collect_garbage
 from storage import open_store
@@ -36,7 +36,7 @@ def test_a_seeded_registry_reads_and_checks_clean(tmp_path: Path, sqlite_templat
             assert adapters.list_adapters(session=session, limit=1).total == 153
             tagged = adapters.list_adapters(session=session, tags=["team=t3"], limit=1000)
             assert tagged.total == len(range(3, 150, 12))  # no chain version is team t3
-            found = adapters.lineage(session=session, adapter_id=seeded.chain_tip)
+            found = lineage.lineage(session=session, adapter_id=seeded.chain_tip)
             assert len(found.ancestors) == 2
             report = fsck(session=session, store=store)
         assert report.ok, report.findings

@@ -1,4 +1,4 @@
-"""Adapter versions: register (with the fit checks), list and search, show, lineage.
+"""Adapter versions: register (with the fit checks), list and search, show.
 
 A version's files are its PEFT pair (`adapter_config.json`, `adapter_model.safetensors`)
 and, when the directory has them, its model card (`README.md`, also kept as text for search
@@ -13,14 +13,14 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, literal, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from registry.audit import append_event
 from registry.db.convert import to_adapter
 from registry.db.models import SqlAdapterTag, SqlAdapterVersion, SqlBackbone, SqlCapability
 from registry.db.session import Database
-from registry.domain import AdapterState, AdapterVersion, Lineage, Page, Principal
+from registry.domain import AdapterState, AdapterVersion, Page, Principal
 from registry.errors import (
     ConflictError,
     DigestMismatchError,
@@ -54,7 +54,6 @@ TRAINING_FILE = "training.json"
 ALLOWED_FILES = (*REQUIRED_FILES, CARD_FILE, TRAINING_FILE)
 MAX_CARD_BYTES = 256 * 1024
 MAX_PAGE = 1000
-MAX_DEPTH = 1_000_000  # a guard: parents are older versions, a chain cannot loop
 
 
 @dataclass(frozen=True)
@@ -356,47 +355,3 @@ def list_adapters(
     order = key.desc() if newest_first else key
     rows = session.scalars(query.order_by(order).limit(limit).offset(offset))
     return Page(items=[to_adapter(r) for r in rows], total=total)
-
-
-def _ancestors(session: Session, row: SqlAdapterVersion) -> list[SqlAdapterVersion]:
-    """The parent, its parent, ... (nearest first), in one recursive query."""
-    if row.parent_id is None:
-        return []
-    versions = SqlAdapterVersion.__table__
-    start = select(versions.c.id, versions.c.parent_id, literal(1).label("depth"))
-    up = start.where(versions.c.id == row.parent_id).cte("ancestry", recursive=True)
-    step = select(versions.c.id, versions.c.parent_id, (up.c.depth + 1).label("depth"))
-    chain = up.union_all(
-        step.join(up, versions.c.id == up.c.parent_id).where(up.c.depth < MAX_DEPTH)
-    )
-    found = session.scalars(
-        select(SqlAdapterVersion)
-        .join(chain, SqlAdapterVersion.id == chain.c.id)
-        .order_by(chain.c.depth)
-    )
-    return list(found)
-
-
-def _descendants(session: Session, root_id: int) -> list[SqlAdapterVersion]:
-    """Every version below `root_id` (children, theirs, ...), by id, in one recursive query."""
-    versions = SqlAdapterVersion.__table__
-    start = select(versions.c.id).where(versions.c.parent_id == root_id)
-    down = start.cte("descent", recursive=True)
-    tree = down.union_all(select(versions.c.id).join(down, versions.c.parent_id == down.c.id))
-    found = session.scalars(
-        select(SqlAdapterVersion)
-        .where(SqlAdapterVersion.id.in_(select(tree.c.id)))
-        .order_by(SqlAdapterVersion.id)
-    )
-    return list(found)
-
-
-def lineage(*, session: Session, adapter_id: int) -> Lineage:
-    """Ancestors (oldest first), the adapter, and every descendant: three queries, however
-    long the chain (parents are older versions, so the chain has no cycle)."""
-    row = find_adapter_row(session, adapter_id)
-    return Lineage(
-        ancestors=[to_adapter(a) for a in reversed(_ancestors(session, row))],
-        adapter=to_adapter(row),
-        descendants=[to_adapter(d) for d in _descendants(session, row.id)],
-    )

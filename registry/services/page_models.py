@@ -34,6 +34,7 @@ from registry.services import (
     channels,
     events,
     heartbeats,
+    lineage,
     page_queries,
     stats,
 )
@@ -216,7 +217,7 @@ def adapter_detail(*, session: Session, adapter_id: int) -> AdapterDetail:
     ]
     return AdapterDetail(
         adapter=adapter,
-        lineage=adapters.lineage(session=session, adapter_id=adapter_id),
+        lineage=lineage.lineage(session=session, adapter_id=adapter_id),
         serving=serving,
         evaluations=page_queries.adapter_evaluations(session=session, adapter_id=adapter_id),
     )

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from registry.db.session import Database
 from registry.domain import AdapterVersion, Principal, Role
-from registry.services import adapters, backbones, capabilities, lifecycle
+from registry.services import adapters, backbones, capabilities, lifecycle, lineage
 from storage import open_store
 
 ADMIN = Principal("root", Role.ADMIN)
@@ -176,7 +176,7 @@ def test_lineage_is_the_walk_over_parents(
         frontier = {a.id for a in every if a.parent_id in frontier}
         below |= frontier
     with db.read() as session:
-        found = adapters.lineage(session=session, adapter_id=adapter.id)
+        found = lineage.lineage(session=session, adapter_id=adapter.id)
     assert [a.id for a in found.ancestors] == ancestors
     assert found.adapter.id == adapter.id
     assert [a.id for a in found.descendants] == sorted(below)
@@ -186,6 +186,6 @@ def test_a_long_chain_is_found_whole(built: tuple[Database, list[AdapterVersion]
     db, every = built
     tip = max((a for a in every if a.capability == "plan"), key=lambda a: a.id)
     with db.read() as session:
-        found = adapters.lineage(session=session, adapter_id=tip.id)
+        found = lineage.lineage(session=session, adapter_id=tip.id)
     assert len(found.ancestors) == COUNT // 3 - 1  # every other plan version, oldest first
     assert [a.id for a in found.ancestors] == sorted(a.id for a in found.ancestors)

@@ -19,7 +19,7 @@ from registry.api.schemas import (
     LineagePublic,
 )
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page
-from registry.services import adapters, lifecycle, signatures, tags
+from registry.services import adapters, lifecycle, lineage, signatures, tags
 
 router = APIRouter(tags=["adapters"])
 
@@ -126,7 +126,7 @@ def get_adapter(adapter_id: AdapterId, state: StateDep, _reader: Reader) -> Adap
 )
 def get_lineage(adapter_id: AdapterId, state: StateDep, _reader: Reader) -> Lineage:
     with state.db.read() as session:
-        return adapters.lineage(session=session, adapter_id=adapter_id)
+        return lineage.lineage(session=session, adapter_id=adapter_id)
 
 
 @router.post("/adapters/{adapter_id}/approve", response_model=AdapterPublic, responses=DECISION)
