@@ -3,11 +3,12 @@
 Revision ID: 0007
 Revises: 0006
 
-A page of versions filtered by capability or state is read in id order: with `(capability_id,
-id)` and `(state, id)` the database walks the index in that order and stops after the page,
-instead of gathering every match and sorting it (PostgreSQL; SQLite's one-column indexes
-carry the rowid already). They replace the one-column indexes they start with. A tag filter
-reads `(key, value, adapter_id)` alone, without visiting the table.
+A page of versions filtered by state, or by capability and state, is read in id order: with
+`(state, id)` and `(capability_id, state, id)` the database walks the index in that order and
+stops after the page, instead of gathering every match and sorting it; the counts by
+capability and state (the capabilities page) and by state (the overview) read these indexes
+alone. They replace the one-column indexes they start with. A tag filter reads `(key, value,
+adapter_id)` alone, without visiting the table.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ depends_on: str | Sequence[str] | None = None
 
 REPLACED = {  # old index -> (new index, table, columns)
     "ix_adapter_versions_capability_id": (
-        "ix_adapter_versions_capability_id_id",
+        "ix_adapter_versions_capability_id_state_id",
         "adapter_versions",
-        ["capability_id", "id"],
+        ["capability_id", "state", "id"],
     ),
     "ix_adapter_versions_state": (
         "ix_adapter_versions_state_id",

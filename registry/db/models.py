@@ -118,8 +118,8 @@ class SqlAdapterVersion(Base):
             "content_digest",
             unique=True,
         ),
-        # pages filtered by capability or state, in id order (migration 0007)
-        Index("ix_adapter_versions_capability_id_id", "capability_id", "id"),
+        # pages filtered by capability and state, in id order; counts (migration 0007)
+        Index("ix_adapter_versions_capability_id_state_id", "capability_id", "state", "id"),
         Index("ix_adapter_versions_state_id", "state", "id"),
     )
 
