@@ -105,7 +105,9 @@ def adapter_evaluations(*, session: Session, adapter_id: int) -> list[Evaluation
 def version_counts(*, session: Session) -> dict[str, dict[str, int]]:
     """Capability name -> adapter state -> number of versions (counted on the
     `(capability_id, state, id)` index alone; the names joined to the few groups after)."""
-    names = dict(session.execute(select(SqlCapability.id, SqlCapability.name)).tuples().all())
+    names = {
+        row.id: row.name for row in session.execute(select(SqlCapability.id, SqlCapability.name))
+    }
     rows = session.execute(
         select(SqlAdapterVersion.capability_id, SqlAdapterVersion.state, func.count()).group_by(
             SqlAdapterVersion.capability_id, SqlAdapterVersion.state
