@@ -189,6 +189,18 @@ class _Bulk:
         self.rows, self.tags, self.names = [], [], []
 
 
+def _analyze(db: Database) -> None:
+    """Planner statistics and (PostgreSQL) the visibility map, as autovacuum would have them
+    for a registry that grew over months: a bulk load leaves neither."""
+    engine = db.engine
+    if engine.dialect.name == "postgresql":
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM ANALYZE")
+    else:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("ANALYZE")
+
+
 def seed(
     db: Database,
     store: BlobStore,
@@ -248,6 +260,7 @@ def seed(
     with db.write() as session:
         request = channels.PromoteRequest("prod", root, library, sorted(library), create=True)
         channels.promote(session=session, actor=ADMIN, request=request)
+    _analyze(db)
     return Seeded(
         root=root,
         secret=secret,
