@@ -8,15 +8,16 @@ episodes (its library swapped, `follower.revision` moved). Promotions alternate 
 already pulled versions of `write` ("warm": no transfer), then publish a fresh version each
 time ("cold": download, verify, load included). Median and max over the rounds.
 
-Part 2 (followers). 200 plain HTTP long-poll clients on loopback (asyncio, one connection
-each), split over the registry processes, held for `--hold` seconds while a promotion runs
-every `--every` seconds; one follower alone first, as the baseline. Reported: errors (must
-be 0) and promote-to-wake latency p50/p99, from the promote call returning to each
-follower's answer (negative when the answer beat the promote's own response). The
-followers share this machine's cores with the registries: their own client work is in the
-figure.
+Part 2 (followers). `--followers` (default 200; repeat it for more sizes) plain HTTP
+long-poll clients on loopback (asyncio, one connection each), split over the registry
+processes, held for `--hold` seconds while a promotion runs every `--every` seconds; one
+follower alone first, as the baseline. Reported: errors (must be 0) and promote-to-wake
+latency p50/p99, from the promote call returning to each follower's answer (negative when
+the answer beat the promote's own response), and the registry processes' resident memory
+before and after each hold. The followers share this machine's cores with the registries:
+their own client work is in the figure.
 
-    .venv/bin/python bench/bench_fleet.py [--rounds 10] [--cold 3] [--followers 200]
+    .venv/bin/python bench/bench_fleet.py [--rounds 10] [--cold 3] [--followers 200 ...]
                                           [--hold 60] [--every 3]
 
 Needs PostgreSQL (`--pg-url`; a scratch database is created and dropped). Target: a
@@ -68,7 +69,9 @@ def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10, help="warm promotions per setup")
     parser.add_argument("--cold", type=int, default=3, help="promotions of fresh versions")
-    parser.add_argument("--followers", type=int, default=200)
+    parser.add_argument(
+        "--followers", type=int, action="append", help="followers held at once (repeat: 200, 1000)"
+    )
     parser.add_argument("--hold", type=float, default=60.0, help="seconds followers are held")
     parser.add_argument("--every", type=float, default=3.0, help="seconds between promotions")
     parser.add_argument("--only", choices=["nodes", "followers"], default=None)
@@ -77,7 +80,9 @@ def _args() -> argparse.Namespace:
         default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
         help="a database of the PostgreSQL server the scratch databases are created on",
     )
-    return parser.parse_args()
+    args = parser.parse_args()
+    args.followers = args.followers or [200]
+    return args
 
 
 @contextmanager
@@ -244,12 +249,27 @@ def part_followers(args: argparse.Namespace, tmp: Path) -> list[tuple[str, dict]
             ]
             world.promote("prod", {"write": versions[0]})
             urls = [s.url for s in servers]
+            pids = [s.process.pid for s in servers]
             label = f"{processes} registry process(es)"
-            for followers, hold in ((1, min(15.0, args.hold)), (args.followers, args.hold)):
+            holds = [(1, min(15.0, args.hold))] + [(n, args.hold) for n in args.followers]
+            for followers, hold in holds:
+                before = _rss_mib(pids)
                 result = asyncio.run(_hold(world, urls, versions, followers, hold, args.every))
+                result["rss"] = (before, _rss_mib(pids))
                 rows.append((f"{label}, {followers} follower(s)", result))
             world.close()
     return rows
+
+
+def _rss_mib(pids: list[int]) -> float:
+    """The registry processes' resident memory, summed (MiB; Linux /proc)."""
+    total = 0
+    for pid in pids:
+        status = Path(f"/proc/{pid}/status").read_text()
+        total += next(
+            int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")
+        )
+    return total / 1024
 
 
 def _ms(values: list[float]) -> str:
@@ -263,12 +283,13 @@ def _percentile(values: list[float], q: float) -> float:
 
 def main() -> None:
     args = _args()
-    print("machine shared and noisy while measured: read ratios, re-measure on a quiet one")
+    print("command:", " ".join(sys.argv), f"| load average at start: {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as tmp:
         if args.only != "followers":
             _print_nodes(part_nodes(args, Path(tmp)))
         if args.only != "nodes":
             _print_followers(args, part_followers(args, Path(tmp)))
+    print(f"load average at the end: {os.getloadavg()}")
 
 
 def _print_nodes(rows: list[tuple[str, list[float]]]) -> None:
@@ -279,18 +300,22 @@ def _print_nodes(rows: list[tuple[str, list[float]]]) -> None:
 
 
 def _print_followers(args: argparse.Namespace, rows: list[tuple[str, dict]]) -> None:
+    counts = ", ".join(str(n) for n in args.followers)
     print(
-        f"\nlong-poll followers (1 as the baseline, held 15 s; {args.followers} held "
+        f"\nlong-poll followers (1 as the baseline, held 15 s; {counts} held "
         f"{args.hold:.0f} s), a promotion every {args.every:.0f} s: promote returned -> "
-        "follower answered (ms)"
+        "follower answered (ms); the registry processes' RSS before and after the hold (MiB)"
     )
-    print(f"{'setup':42} {'promotions':>10} {'wakes':>7} {'errors':>6} {'p50':>8} {'p99':>8}")
+    print(
+        f"{'setup':42} {'promotions':>10} {'wakes':>7} {'errors':>6} {'p50':>8} {'p99':>8}"
+        f" {'RSS':>13}"
+    )
     for label, r in rows:
         lat = r["latencies"] or [float("nan")]
         print(
             f"{label:42} {r['promotions']:>10} {len(r['latencies']):>7} "
             f"{len(r['errors']):>6} {_percentile(lat, 0.5) * 1e3:8.1f} "
-            f"{_percentile(lat, 0.99) * 1e3:8.1f}"
+            f"{_percentile(lat, 0.99) * 1e3:8.1f} {r['rss'][0]:6.0f}->{r['rss'][1]:<6.0f}"
         )
         for error in r["errors"][:5]:
             print("  error:", error)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -104,15 +105,49 @@ def _broken(row: SqlEvent, expected_prev: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """The last event of a verified prefix of the chain: its id and hash, and how many
+    events the prefix holds."""
+
+    id: int
+    hash: str
+    count: int
+
+
 def verify_events(session: Session) -> VerifyReport:
     """Recompute the chain from the start; report the first broken link."""
-    expected_prev = GENESIS
-    count = 0
-    rows = session.scalars(select(SqlEvent).order_by(SqlEvent.id).execution_options(yield_per=500))
+    return verify_events_from(session, None)[0]
+
+
+def verify_events_from(
+    session: Session, checkpoint: Checkpoint | None
+) -> tuple[VerifyReport, Checkpoint | None]:
+    """Recompute the chain after `checkpoint` (from the start when None), checking first
+    that the checkpoint's event is still there with its hash; the report counts the whole
+    chain, and the checkpoint returned is the new end of the verified prefix."""
+    expected_prev, count, after = GENESIS, 0, 0
+    if checkpoint is not None:
+        stored = session.scalar(select(SqlEvent.hash).where(SqlEvent.id == checkpoint.id))
+        if stored != checkpoint.hash:
+            return verify_events_from(session, None)  # changed under us: start again
+        expected_prev, count, after = checkpoint.hash, checkpoint.count, checkpoint.id
+    rows = session.scalars(
+        select(SqlEvent)
+        .where(SqlEvent.id > after)
+        .order_by(SqlEvent.id)
+        .execution_options(yield_per=500)
+    )
+    last = checkpoint
     for row in rows:
         problem = _broken(row, expected_prev)
         if problem is not None:
-            return VerifyReport(ok=False, count=count, first_broken=row.id, detail=problem)
+            report = VerifyReport(ok=False, count=count, first_broken=row.id, detail=problem)
+            return report, None
         expected_prev = row.hash
         count += 1
-    return VerifyReport(ok=True, count=count, first_broken=None, detail=f"{count} events verified")
+        last = Checkpoint(row.id, row.hash, count)
+    report = VerifyReport(
+        ok=True, count=count, first_broken=None, detail=f"{count} events verified"
+    )
+    return report, last

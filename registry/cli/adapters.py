@@ -164,6 +164,7 @@ def adapter_pull(
 @click.option("--state", type=click.Choice(STATES), default=None)
 @click.option("--limit", type=int, default=None)
 @click.option("--offset", type=int, default=None)
+@click.option("--after", type=int, default=None, help="Only versions whose id is above this.")
 @_tag_option("--tag", "tags", help="Only versions with this tag (repeat: all of them).")
 @click.option("--label", default=None, help="Only versions with this label.")
 @click.option("--parent", callback=check_adapter_name, metavar="ADAPTER", help="Only its children.")
@@ -183,6 +184,7 @@ def adapter_list(
     state: Any,
     limit: int | None,
     offset: int | None,
+    after: int | None,
     tags: dict[str, str],
     label: str | None,
     parent: str | None,
@@ -197,6 +199,7 @@ def adapter_list(
         state=state,
         limit=limit,
         offset=offset,
+        after=after,
         tags=[f"{k}={v}" for k, v in tags.items()],
         label=label,
         parent_id=parent_id,

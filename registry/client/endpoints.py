@@ -153,9 +153,12 @@ class Endpoints(ChannelEndpoints):
         parent_id: int | None = None,
         text: str | None = None,
         sort: str | None = None,
+        after: int | None = None,
     ) -> AdapterPage:
         """Versions by capability, backbone, state, `KEY=VALUE` tags (all must match),
-        label, parent and text in the model card; oldest first."""
+        label, parent and text in the model card; in `sort` order (oldest first by default).
+        `after` (with the oldest or newest order): the versions past that id, so the next
+        page starts after the last id of this one."""
         page = self._get(
             "/adapters",
             capability=capability,
@@ -163,6 +166,7 @@ class Endpoints(ChannelEndpoints):
             state=state,
             limit=limit,
             offset=offset,
+            after=after,
             tag=list(tags) if tags else None,
             label=label,
             parent=parent_id,

@@ -118,17 +118,20 @@ class SqlAdapterVersion(Base):
             "content_digest",
             unique=True,
         ),
+        # pages filtered by capability and state, in id order; counts (migration 0007)
+        Index("ix_adapter_versions_capability_id_state_id", "capability_id", "state", "id"),
+        Index("ix_adapter_versions_state_id", "state", "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    capability_id: Mapped[int] = mapped_column(ForeignKey("capabilities.id"), index=True)
+    capability_id: Mapped[int] = mapped_column(ForeignKey("capabilities.id"))
     backbone_id: Mapped[int] = mapped_column(ForeignKey("backbones.id"), index=True)
     version: Mapped[int] = mapped_column(Integer)
     label: Mapped[str | None] = mapped_column(String(128), default=None)
     parent_id: Mapped[int | None] = mapped_column(
         ForeignKey("adapter_versions.id"), index=True, default=None
     )
-    state: Mapped[str] = mapped_column(String(16), index=True)
+    state: Mapped[str] = mapped_column(String(16))
     rank: Mapped[int] = mapped_column(Integer)
     alpha: Mapped[float] = mapped_column(Float)
     target_modules: Mapped[list[str]] = mapped_column()
@@ -163,7 +166,7 @@ class SqlAdapterTag(Base):
     __tablename__ = "adapter_tags"
     __table_args__ = (
         UniqueConstraint("adapter_id", "key"),
-        Index("ix_adapter_tags_key_value", "key", "value"),
+        Index("ix_adapter_tags_key_value_adapter_id", "key", "value", "adapter_id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

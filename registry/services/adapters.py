@@ -1,4 +1,4 @@
-"""Adapter versions: register (with the fit checks), list and search, show, lineage.
+"""Adapter versions: register (with the fit checks), list and search, show.
 
 A version's files are its PEFT pair (`adapter_config.json`, `adapter_model.safetensors`)
 and, when the directory has them, its model card (`README.md`, also kept as text for search
@@ -21,7 +21,7 @@ from registry.audit import append_event
 from registry.db.convert import to_adapter
 from registry.db.models import SqlAdapterTag, SqlAdapterVersion, SqlBackbone, SqlCapability
 from registry.db.session import Database
-from registry.domain import AdapterState, AdapterVersion, Lineage, Page, Principal
+from registry.domain import AdapterState, AdapterVersion, Page, Principal
 from registry.errors import (
     ConflictError,
     DigestMismatchError,
@@ -63,6 +63,7 @@ SORTS = {
     "label": (SqlAdapterVersion.label.is_(None), SqlAdapterVersion.label, SqlAdapterVersion.id),
 }
 """How `list_adapters` orders versions (each order is total: ties fall back to the id)."""
+KEYSET_SORTS = ("oldest", "newest")  # the orders `after` pages (by id)
 
 
 @dataclass(frozen=True)
@@ -348,15 +349,26 @@ def list_adapters(
     parent_id: int | None = None,
     text: str | None = None,
     sort: str = "oldest",
+    after: int | None = None,
 ) -> Page:
     """Adapters filtered by capability name, backbone root, state, `key=value` tags (all),
-    label, parent and text in the model card; ordered by `sort` (one of `SORTS`)."""
+    label, parent and text in the model card; ordered by `sort` (one of `SORTS`).
+
+    Pages: `after` (keyset, with the `oldest` and `newest` orders: the versions past that
+    id, so the next page starts after the last id of this one; its cost does not grow with
+    the page's depth) or `offset` (skipped rows are still read). `total` counts every
+    match, whatever the page.
+    """
     if not 1 <= limit <= MAX_PAGE or offset < 0:
         raise InvalidError(f"limit must be 1..{MAX_PAGE} and offset >= 0")
+    if after is not None and (after < 0 or offset):
+        raise InvalidError("after must be >= 0, and is not combined with offset")
     if state is not None and state not in {s.value for s in AdapterState}:
         raise InvalidError(f"unknown state {state!r}; one of {[s.value for s in AdapterState]}")
     if sort not in SORTS:
         raise InvalidError(f"unknown sort {sort!r}; one of {list(SORTS)}")
+    if after is not None and sort not in KEYSET_SORTS:
+        raise InvalidError(f"after pages the orders {list(KEYSET_SORTS)}, not {sort!r}")
     query = select(SqlAdapterVersion).join(SqlAdapterVersion.capability)
     if capability is not None:
         query = query.where(SqlCapability.name == capability)
@@ -366,28 +378,8 @@ def list_adapters(
         query = query.where(SqlAdapterVersion.state == state)
     query = search_filters(query, tags=tags or (), label=label, parent_id=parent_id, text=text)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    if after is not None:
+        key = SqlAdapterVersion.id
+        query = query.where(key < after if sort == "newest" else key > after)
     rows = session.scalars(query.order_by(*SORTS[sort]).limit(limit).offset(offset))
     return Page(items=[to_adapter(r) for r in rows], total=total)
-
-
-def _line(session: Session, adapter_id: int, *, up: bool) -> list[SqlAdapterVersion]:
-    """Every ancestor (``up``) or every descendant of a version: one recursive query."""
-    version = SqlAdapterVersion.__table__
-    start = select(version.c.id, version.c.parent_id).where(version.c.id == adapter_id)
-    walk = start.cte("line", recursive=True)
-    step = version.c.id == walk.c.parent_id if up else version.c.parent_id == walk.c.id
-    walk = walk.union_all(select(version.c.id, version.c.parent_id).where(step))
-    found = select(SqlAdapterVersion).where(
-        SqlAdapterVersion.id.in_(select(walk.c.id)), SqlAdapterVersion.id != adapter_id
-    )
-    return list(session.scalars(found.order_by(SqlAdapterVersion.id)))
-
-
-def lineage(*, session: Session, adapter_id: int) -> Lineage:
-    """Ancestors (oldest first), the adapter, and every descendant (by id)."""
-    row = find_adapter_row(session, adapter_id)
-    return Lineage(
-        ancestors=[to_adapter(a) for a in _line(session, adapter_id, up=True)],
-        adapter=to_adapter(row),
-        descendants=[to_adapter(d) for d in _line(session, adapter_id, up=False)],
-    )

@@ -19,7 +19,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.audit import verify_events
-from registry.db.models import SqlAdapterVersion, SqlBackbone, SqlChannel, SqlRevision
+from registry.db.models import (
+    SqlAdapterVersion,
+    SqlBackbone,
+    SqlCapability,
+    SqlChannel,
+    SqlRevision,
+)
 from registry.domain import AdapterState
 from registry.services.library import library_digest
 from storage import (
@@ -32,6 +38,8 @@ from storage import (
 )
 
 WEIGHTS_FILE = "adapter_model.safetensors"
+STREAM = 1000  # adapter rows fetched at a time
+MAX_USERS = 5  # the users of a broken blob a finding names
 
 
 @dataclass(frozen=True)
@@ -67,13 +75,35 @@ def _check_blob(store: BlobStore, digest: str) -> str | None:
     return None
 
 
-def _blob_findings(store: BlobStore, referrers: dict[str, list[str]]) -> list[Finding]:
-    findings = []
-    for digest, who in sorted(referrers.items()):
-        problem = _check_blob(store, digest)
-        if problem is not None:
-            findings.append(Finding("blob", digest, f"{problem} (used by {', '.join(who)})"))
-    return findings
+class _Blobs:
+    """Each referenced blob checked once, however many rows use it: what was found is kept
+    per distinct digest (a problem, or the weights root), never per row."""
+
+    def __init__(self, store: BlobStore) -> None:
+        self.store = store
+        self.problems: dict[str, str | None] = {}
+        self.users: dict[str, list[str]] = {}  # the first few users of a broken blob
+        self.roots: dict[str, str | None] = {}
+
+    def check(self, digest: str, user: str) -> None:
+        if digest not in self.problems:
+            self.problems[digest] = _check_blob(self.store, digest)
+        if self.problems[digest] is not None:
+            users = self.users.setdefault(digest, [])
+            if len(users) < MAX_USERS:
+                users.append(user)
+
+    def weights_root(self, digest: str) -> str | None:
+        if digest not in self.roots:
+            self.roots[digest] = _weights_root(self.store, digest)
+        return self.roots[digest]
+
+    def findings(self) -> list[Finding]:
+        return [
+            Finding("blob", digest, f"{problem} (used by {', '.join(self.users[digest])})")
+            for digest, problem in sorted(self.problems.items())
+            if problem is not None
+        ]
 
 
 def _weights_root(store: BlobStore, digest: str) -> str | None:
@@ -84,20 +114,36 @@ def _weights_root(store: BlobStore, digest: str) -> str | None:
         return None  # reported by the blob check
 
 
-def _adapter_findings(store: BlobStore, rows: list[SqlAdapterVersion]) -> list[Finding]:
-    findings = []
-    for row in rows:
-        digest = row.files.get(WEIGHTS_FILE)
-        name = f"{row.capability.name}@{row.version}"
+def _adapter_findings(session: Session, blobs: _Blobs) -> tuple[list[Finding], int]:
+    """Every adapter version's blobs and weights root, streamed in id order (only the
+    columns needed, `STREAM` rows at a time)."""
+    rows = session.execute(
+        select(
+            SqlAdapterVersion.version,
+            SqlAdapterVersion.files,
+            SqlAdapterVersion.manifest_root,
+            SqlCapability.name,
+        )
+        .join(SqlCapability, SqlCapability.id == SqlAdapterVersion.capability_id)
+        .order_by(SqlAdapterVersion.id)
+        .execution_options(yield_per=STREAM)
+    )
+    findings, count = [], 0
+    for version, files, manifest_root, capability in rows:
+        count += 1
+        name = f"{capability}@{version}"
+        for digest in files.values():
+            blobs.check(str(digest), name)
+        digest = files.get(WEIGHTS_FILE)
         if digest is None:
             findings.append(Finding("adapter", name, f"no {WEIGHTS_FILE} among its files"))
             continue
-        root = _weights_root(store, digest)
-        if root is not None and root != row.manifest_root:
+        root = blobs.weights_root(digest)
+        if root is not None and root != manifest_root:
             findings.append(
-                Finding("adapter", name, f"weights hash to root {root}, not {row.manifest_root}")
+                Finding("adapter", name, f"weights hash to root {root}, not {manifest_root}")
             )
-    return findings
+    return findings, count
 
 
 def _backbone_findings(store: BlobStore, rows: list[SqlBackbone]) -> list[Finding]:
@@ -157,18 +203,18 @@ def _channel_findings(session: Session, channel: SqlChannel) -> list[Finding]:
 
 
 def fsck(*, session: Session, store: BlobStore) -> FsckReport:
-    """Check everything; reads every referenced blob once (twice for adapter weights)."""
-    adapters = list(session.scalars(select(SqlAdapterVersion).order_by(SqlAdapterVersion.id)))
+    """Check everything; reads every distinct referenced blob once (adapter weights twice).
+
+    Adapter versions are streamed: memory grows with the number of distinct blobs (a digest
+    and a result each), not with the rows that use them.
+    """
+    blobs = _Blobs(store)
+    findings, adapters = _adapter_findings(session, blobs)
     backbones = list(session.scalars(select(SqlBackbone).order_by(SqlBackbone.id)))
     channels = list(session.scalars(select(SqlChannel).order_by(SqlChannel.id)))
-    referrers: dict[str, list[str]] = {}
-    for adapter in adapters:
-        for digest in adapter.files.values():
-            referrers.setdefault(digest, []).append(f"{adapter.capability.name}@{adapter.version}")
     for backbone in backbones:
-        referrers.setdefault(backbone.manifest_digest, []).append(f"backbone {backbone.name}")
-    findings = _blob_findings(store, referrers)
-    findings += _adapter_findings(store, adapters)
+        blobs.check(backbone.manifest_digest, f"backbone {backbone.name}")
+    findings = blobs.findings() + findings
     findings += _backbone_findings(store, backbones)
     for channel in channels:
         findings += _channel_findings(session, channel)
@@ -176,8 +222,8 @@ def fsck(*, session: Session, store: BlobStore) -> FsckReport:
     if not chain.ok:
         findings.append(Finding("events", f"event {chain.first_broken}", chain.detail))
     checked = {
-        "blobs": len(referrers),
-        "adapters": len(adapters),
+        "blobs": len(blobs.problems),
+        "adapters": adapters,
         "backbones": len(backbones),
         "channels": len(channels),
         "events": chain.count,

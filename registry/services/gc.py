@@ -61,15 +61,44 @@ def _lock_exclusive(session: Session) -> None:
 
 def referenced_digests(session: Session) -> set[str]:
     """Every blob digest the registry's rows point at."""
-    found: set[str] = set()
-    for files in session.scalars(select(SqlAdapterVersion.files)):
-        found.update(str(d) for d in files.values())
-    found.update(session.scalars(select(SqlBackbone.manifest_digest)))
-    items = session.scalars(
-        select(SqlEvaluation.items_digest).where(SqlEvaluation.items_digest.is_not(None))
-    )
-    found.update(str(d) for d in items)
-    return found
+    references = _References()
+    references.refresh(session)
+    return references.adapters | references.others
+
+
+@dataclass
+class _References:
+    """The digests the rows point at, read whole once, then topped up.
+
+    Adapter versions are never deleted and their files never change, and one registered
+    later has a larger id: its transaction holds the gc lock shared (``guard_blobs``) from
+    before its id is drawn until it commits, and ``refresh`` runs under the exclusive lock
+    (SQLite: in the one write transaction). So each refresh reads only the versions above
+    the highest id it has seen; backbones and evaluations (few) are read whole each time.
+    """
+
+    adapters: set[str] = field(default_factory=set)
+    others: set[str] = field(default_factory=set)
+    last_id: int = 0
+
+    def __contains__(self, digest: str) -> bool:
+        return digest in self.adapters or digest in self.others
+
+    def refresh(self, session: Session) -> _References:
+        rows = session.execute(
+            select(SqlAdapterVersion.id, SqlAdapterVersion.files)
+            .where(SqlAdapterVersion.id > self.last_id)
+            .execution_options(yield_per=1000)
+        )
+        for adapter_id, files in rows:
+            self.adapters.update(str(d) for d in files.values())
+            self.last_id = max(self.last_id, adapter_id)
+        self.others = set(session.scalars(select(SqlBackbone.manifest_digest)))
+        items = session.scalars(
+            select(SqlEvaluation.items_digest).where(SqlEvaluation.items_digest.is_not(None))
+        )
+        self.others.update(str(d) for d in items)
+        return self
 
 
 def _leased_since(session: Session, digests: list[str], cutoff: datetime) -> set[str]:
@@ -88,13 +117,18 @@ def _inventory(store: BlobStore) -> InventoriedStore:
 
 
 def _sweep_batch(
-    database: Database, store: BlobStore, batch: list[StoredBlob], cutoff: float, dry_run: bool
+    database: Database,
+    store: BlobStore,
+    batch: list[StoredBlob],
+    cutoff: float,
+    dry_run: bool,
+    references: _References,
 ) -> tuple[list[StoredBlob], int, int]:
     """Delete the unreferenced, unleased blobs of ``batch`` under the exclusive gc lock."""
     lease_cutoff = datetime.fromtimestamp(cutoff, UTC)
     with database.write() as session:
         _lock_exclusive(session)
-        referenced = referenced_digests(session)
+        referenced = references.refresh(session)
         digests = [b.digest for b in batch]
         leased = _leased_since(session, digests, lease_cutoff)
         doomed = [b for b in batch if b.digest not in referenced and b.digest not in leased]
@@ -107,7 +141,7 @@ def _sweep_batch(
             gone = [b.digest for b in doomed]
             session.execute(delete(SqlBlobLease).where(SqlBlobLease.digest.in_(gone)))
         kept_referenced = sum(1 for d in digests if d in referenced)
-        return doomed, kept_referenced, len(leased - referenced)
+        return doomed, kept_referenced, sum(1 for d in leased if d not in referenced)
 
 
 def collect_garbage(
@@ -123,9 +157,10 @@ def collect_garbage(
     recent = len(stored) - len(old)
     doomed: list[StoredBlob] = []
     referenced = 0
+    references = _References()
     for start in range(0, len(old), BATCH):
         gone, kept, leased = _sweep_batch(
-            database, store, old[start : start + BATCH], cutoff, dry_run
+            database, store, old[start : start + BATCH], cutoff, dry_run, references
         )
         doomed += gone
         referenced += kept

@@ -34,6 +34,7 @@ from registry.services import (
     channels,
     events,
     heartbeats,
+    lineage,
     page_queries,
     stats,
 )
@@ -41,6 +42,7 @@ from registry.services.page_queries import GateRecord
 
 RECENT = 5
 WAITING_PER_PAGE = 20
+PROMOTABLE = 20  # versions per capability offered on a channel's page
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,7 @@ def overview(*, session: Session, waiting_page: int = 1) -> Overview:
         candidates=waiting,
         names=_parent_names(session, waiting),
         nodes=node_statuses(session=session),
-        chain=events.verify(session=session),
+        chain=events.verify_new(session=session),
         gates=page_queries.list_gate_reports(session=session, limit=RECENT),
     )
 
@@ -230,23 +232,28 @@ def adapter_detail(*, session: Session, adapter_id: int) -> AdapterDetail:
     ]
     return AdapterDetail(
         adapter=adapter,
-        lineage=adapters.lineage(session=session, adapter_id=adapter_id),
+        lineage=lineage.lineage(session=session, adapter_id=adapter_id),
         serving=serving,
         evaluations=page_queries.adapter_evaluations(session=session, adapter_id=adapter_id),
     )
 
 
-def _promotable(session: Session, backbone: str) -> dict[str, list[AdapterVersion]]:
-    """Approved versions on ``backbone``, by capability, newest first."""
-    approved = adapters.list_adapters(
-        session=session,
-        backbone=backbone,
-        state=AdapterState.APPROVED.value,
-        limit=adapters.MAX_PAGE,
-    )
+def _promotable(
+    session: Session, backbone: str, names: list[str]
+) -> dict[str, list[AdapterVersion]]:
+    """The newest `PROMOTABLE` approved versions on ``backbone`` of each capability."""
     by_capability: dict[str, list[AdapterVersion]] = {}
-    for adapter in reversed(approved.items):
-        by_capability.setdefault(adapter.capability, []).append(adapter)
+    for name in names:
+        approved = adapters.list_adapters(
+            session=session,
+            capability=name,
+            backbone=backbone,
+            state=AdapterState.APPROVED.value,
+            limit=PROMOTABLE,
+            sort="newest",
+        )
+        if approved.items:
+            by_capability[name] = approved.items
     return by_capability
 
 
@@ -257,13 +264,14 @@ def channel_detail(*, session: Session, name: str) -> ChannelDetail:
         raise NotFoundError(f"channel {name!r} has no revision yet")
     head = history[-1]
     followers = [s for s in node_statuses(session=session) if s.node.channel == name]
+    known = capabilities.list_capabilities(session=session)
     return ChannelDetail(
         head=head,
         revisions=history,
         nodes=followers,
         gates=page_queries.list_gate_reports(session=session, channel=name, limit=RECENT),
-        capabilities=capabilities.list_capabilities(session=session),
-        promotable=_promotable(session, head.backbone),
+        capabilities=known,
+        promotable=_promotable(session, head.backbone, [c.name for c in known]),
     )
 
 

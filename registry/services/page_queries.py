@@ -128,15 +128,19 @@ def adapter_evaluations(*, session: Session, adapter_id: int) -> list[Evaluation
 
 
 def version_counts(*, session: Session) -> dict[str, dict[str, int]]:
-    """Capability name -> adapter state -> number of versions."""
+    """Capability name -> adapter state -> number of versions (counted on the
+    `(capability_id, state, id)` index alone; the names joined to the few groups after)."""
+    names = {
+        row.id: row.name for row in session.execute(select(SqlCapability.id, SqlCapability.name))
+    }
     rows = session.execute(
-        select(SqlCapability.name, SqlAdapterVersion.state, func.count())
-        .join(SqlAdapterVersion, SqlAdapterVersion.capability_id == SqlCapability.id)
-        .group_by(SqlCapability.name, SqlAdapterVersion.state)
+        select(SqlAdapterVersion.capability_id, SqlAdapterVersion.state, func.count()).group_by(
+            SqlAdapterVersion.capability_id, SqlAdapterVersion.state
+        )
     )
     counts: dict[str, dict[str, int]] = {}
-    for name, state, count in rows:
-        counts.setdefault(str(name), {})[str(state)] = int(count)
+    for capability_id, state, count in rows:
+        counts.setdefault(str(names[capability_id]), {})[str(state)] = int(count)
     return counts
 
 

@@ -20,7 +20,15 @@ from registry.api.schemas import (
     LineagePublic,
 )
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page
-from registry.services import adapter_names, adapters, lifecycle, signatures, tags, trust_roots
+from registry.services import (
+    adapter_names,
+    adapters,
+    lifecycle,
+    lineage,
+    signatures,
+    tags,
+    trust_roots,
+)
 
 router = APIRouter(tags=["adapters"])
 
@@ -70,6 +78,14 @@ def get_adapters(
     adapter_state: Annotated[AdapterState | None, Query(alias="state")] = None,
     limit: Annotated[int, Query(ge=1, le=adapters.MAX_PAGE)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_DB_INT)] = 0,
+    after: Annotated[
+        int | None,
+        Query(
+            ge=0,
+            le=MAX_DB_INT,
+            description="Keyset page (oldest or newest order): the versions past this id.",
+        ),
+    ] = None,
     tag: Annotated[
         list[TagFilter] | None,
         Query(max_length=64, description="KEY=VALUE; repeat: all must match."),
@@ -92,6 +108,7 @@ def get_adapters(
             state=adapter_state.value if adapter_state is not None else None,
             limit=limit,
             offset=offset,
+            after=after,
             tags=tag,
             label=label,
             parent_id=parent,
@@ -143,7 +160,7 @@ def get_adapter(adapter_id: AdapterId, state: StateDep, _reader: Reader) -> Adap
 )
 def get_lineage(adapter_id: AdapterId, state: StateDep, _reader: Reader) -> Lineage:
     with state.db.read() as session:
-        return adapters.lineage(session=session, adapter_id=adapter_id)
+        return lineage.lineage(session=session, adapter_id=adapter_id)
 
 
 @router.post("/adapters/{adapter_id}/approve", response_model=AdapterPublic, responses=DECISION)
