@@ -256,7 +256,8 @@ class Episode:
         self.gen()  # the final answer starts under the bare backbone
         self.run.episode_s = time.perf_counter() - start
         self.session.wait_prefetch()
-        self.run.prefetch_s = sum(p.seconds for p in getattr(self.session, "prefetched", ()))
+        done = getattr(self.session, "prefetched", None)  # vLLM cannot time its prefetches
+        self.run.prefetch_s = sum(p.seconds for p in done) if done is not None else float("nan")
         self.run.rebuilt_tokens = self.session.rebuilt_tokens
         self.history = len(self.session.history)
         self.session.close()
