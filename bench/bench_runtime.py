@@ -18,9 +18,14 @@ Adapters: random PEFT LoRAs (rank 8 on q, k, v, o) built here in a temp dir.
 
 `--engine vllm` runs the same episode on VllmEngine (vLLM's CPU build in ./.venv-vllm, or a
 CUDA build on a GPU node): switch cost, rebuild share and prefix-cache hits after switching
-back (vLLM's prefix cache plays the per-configuration caches; "full" re-prefill does not
-apply), and the same throughput comparison. The peft-only comparisons (forward vs peft,
-process memory) are skipped there: vLLM runs the model in its worker process.
+back (vLLM's prefix cache plays the per-configuration caches; "full" empties vLLM's prefix
+cache at every switch, so the next request re-prefills the whole history), the rebuild left
+on the critical path with prefetch as a share of full re-prefill's, and the same throughput
+comparison with where its time goes (prefill and decode seconds, tokens prefilled and served
+from the cache, the bound if decoding batched for free). The peft-only comparisons (forward
+vs peft, process memory) are skipped there: vLLM runs the model in its worker process.
+`--small` runs 4 episodes for the throughput figure instead of 8. `uptime` is printed before
+and after: on a shared machine only ratios within one run mean something.
 
     .venv/bin/python bench/bench_runtime.py
     VLLM_LOGGING_LEVEL=WARNING .venv-vllm/bin/python bench/bench_runtime.py --engine vllm
@@ -31,7 +36,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -114,7 +121,10 @@ class Run:
     rebuilt_tokens: int = 0  # history tokens re-processed by generate calls (deterministic)
     cache_hits: int = 0
     prefetch_s: float = 0.0  # off the critical path
+    prefill_s: float = 0.0  # submit -> first token, summed over generates (queueing included)
+    decode_s: float = 0.0
     tokens: list[int] = field(default_factory=list)
+    gens: list[int] = field(default_factory=list)  # tokens prefilled by each generate
 
 
 # --------------------------------------------------------------------------- setup
@@ -187,10 +197,13 @@ class Episode:
         wall = time.perf_counter() - start
         run = self.run
         run.rebuild_s += r.rebuild_s
+        run.prefill_s += r.prefill_s
+        run.decode_s += r.decode_s
         run.wait_s += max(0.0, wall - r.prefill_s - r.decode_s - 0.005)
         run.prefill_tokens += r.prefilled
         run.cache_hits += r.cache_hit
         run.tokens.extend(r.token_ids)
+        run.gens.append(r.prefilled)
         if r.finish_reason != "stop":
             self.add(IM_END)
         return r
@@ -200,6 +213,10 @@ class Episode:
         record = s.deactivate() if to is None else s.activate(to)
         self.run.switch_s += record.seconds
         self.run.switches += 1
+        if self.run.mode == "full" and hasattr(self.engine, "driver"):
+            # vLLM: one cache for every configuration, so a switch loses all of it
+            if not self.engine.driver.reset_prefix_cache():
+                raise SystemExit("vLLM did not empty its prefix cache: the full mode is void")
 
     def tool_call(self, name: str, args: dict, result: str, prefetch: list) -> None:
         """The model's turn ends in a call; the tool runs for TOOL_LATENCY_S; result appended."""
@@ -239,7 +256,8 @@ class Episode:
         self.gen()  # the final answer starts under the bare backbone
         self.run.episode_s = time.perf_counter() - start
         self.session.wait_prefetch()
-        self.run.prefetch_s = sum(p.seconds for p in getattr(self.session, "prefetched", ()))
+        done = getattr(self.session, "prefetched", None)  # vLLM cannot time its prefetches
+        self.run.prefetch_s = sum(p.seconds for p in done) if done is not None else float("nan")
         self.run.rebuilt_tokens = self.session.rebuilt_tokens
         self.history = len(self.session.history)
         self.session.close()
@@ -356,8 +374,8 @@ def play_episodes(engine, modes) -> tuple[list[Run], int]:
 THROUGHPUT_SCHEDULE = SCHEDULE[:3]  # plan, search, plan: 6 switches, ~1,200 history tokens
 
 
-def throughput(engine, n: int) -> tuple[float, float, int, bool]:
-    """(sequential s, concurrent s, tokens generated, same tokens) for n episodes."""
+def throughput(engine, n: int) -> tuple[float, float, int, bool, list[Run], list[Run]]:
+    """(sequential s, concurrent s, tokens generated, same tokens, runs of each) for n."""
 
     def one(i: int) -> Run:
         episode = Episode(engine, "prefix", 0.0, variant=i + 1, schedule=THROUGHPUT_SCHEDULE)
@@ -374,7 +392,7 @@ def throughput(engine, n: int) -> tuple[float, float, int, bool]:
     together_s = time.perf_counter() - start
     tokens = sum(len(r.tokens) for r in serial)
     same = all(a.tokens == b.tokens for a, b in zip(serial, together, strict=True))
-    return serial_s, together_s, tokens, same
+    return serial_s, together_s, tokens, same, serial, together
 
 
 def report_episodes(runs: list[Run], history: int) -> None:
@@ -405,6 +423,14 @@ def report_episodes(runs: list[Run], history: int) -> None:
             f"{full.rebuild_s / max(prefix.rebuild_s, 1e-9):.1f}x in time, "
             f"{full.rebuilt_tokens / max(prefix.rebuilt_tokens, 1):.1f}x in tokens re-processed"
         )
+        full_crit = full.rebuild_s + full.wait_s
+        print(
+            "rebuild on the critical path / full re-prefill's: "
+            f"prefix cache {(prefix.rebuild_s + prefix.wait_s) / full_crit:.3f}, "
+            f"with prefetch {crit / full_crit:.3f} (target <= 0.25); in tokens "
+            f"{prefix.rebuilt_tokens / max(full.rebuilt_tokens, 1):.3f} and "
+            f"{pre.rebuilt_tokens / max(full.rebuilt_tokens, 1):.3f}"
+        )
     print(
         f"rebuild left on the critical path with prefetch: {crit:.3f} s "
         f"(rebuild {pre.rebuild_s:.3f} s + wait {pre.wait_s:.3f} s; prefix cache without "
@@ -419,8 +445,8 @@ def report_episodes(runs: list[Run], history: int) -> None:
     print(f"generated tokens identical in the {len(runs)} modes: {same}")
 
 
-def report_throughput(engine_name: str, n: int, result: tuple[float, float, int, bool]) -> None:
-    serial_s, together_s, tokens, same = result
+def report_throughput(engine_name: str, n: int, result: tuple) -> None:
+    serial_s, together_s, tokens, same, serial, together = result
     phases = ", ".join(a for a, _ in THROUGHPUT_SCHEDULE)
     print(
         f"\n== throughput, {engine_name}: {n} episodes ({phases}; different questions, no tool "
@@ -429,6 +455,18 @@ def report_throughput(engine_name: str, n: int, result: tuple[float, float, int,
     print(f"sequential {serial_s:8.2f} s  {tokens / serial_s:7.1f} tok/s")
     print(f"concurrent {together_s:8.2f} s  {tokens / together_s:7.1f} tok/s")
     print(f"ratio sequential / concurrent {serial_s / together_s:.2f}x; same tokens: {same}")
+    print("where the time goes (seconds summed over episodes; concurrent ones overlap):")
+    print(f"{'':11s} {'prefill s':>9s} {'decode s':>9s} {'other s':>8s} {'prefilled':>9s} "
+          f"{'cache hit':>9s} {'generates':>9s}")  # fmt: skip
+    for label, runs, wall in (("sequential", serial, serial_s), ("concurrent", together, None)):
+        pre, dec = sum(r.prefill_s for r in runs), sum(r.decode_s for r in runs)
+        other = f"{wall - pre - dec:8.2f}" if wall else f"{'':8s}"
+        print(f"{label:11s} {pre:9.2f} {dec:9.2f} {other} "
+              f"{sum(r.prefill_tokens for r in runs):9d} {sum(r.cache_hits for r in runs):9d} "
+              f"{sum(len(r.gens) for r in runs):9d}")  # fmt: skip
+    pre = sum(r.prefill_s for r in serial)
+    print(f"bound if decoding and gaps batched for free (prefill does not batch on CPU): "
+          f"{serial_s / pre:.2f}x")  # fmt: skip
 
 
 def main() -> None:
@@ -442,7 +480,11 @@ def main() -> None:
     )
     parser.add_argument("--engine", choices=("peft", "vllm"), default="peft")
     parser.add_argument("--episodes", type=int, default=8, help="for the throughput figure")
+    parser.add_argument("--small", action="store_true", help="4 episodes for the throughput")
     args = parser.parse_args()
+    if args.small:
+        args.episodes = min(args.episodes, 4)
+    print(f"uptime before: {uptime()}")
     torch.set_num_threads(args.threads)
     logging.disable(logging.WARNING)
     torch.manual_seed(0)
@@ -458,6 +500,12 @@ def main() -> None:
         else:
             bench_peft(PeftEngine(backbone, specs), peft_model, args.episodes, t0)
     print(f"\ntotal bench time {time.perf_counter() - t0:.1f} s")
+    print(f"uptime after: {uptime()}")
+
+
+def uptime() -> str:
+    out = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout
+    return out.strip() or f"load average {os.getloadavg()}"
 
 
 def bench_vllm(backbone: Path, specs: list[AdapterSpec], n: int, t0: float) -> None:
@@ -468,7 +516,7 @@ def bench_vllm(backbone: Path, specs: list[AdapterSpec], n: int, t0: float) -> N
         print(f"setup (SmolLM2, adapters, vLLM start): {time.perf_counter() - t0:.1f} s")
         session = engine.new_session()
         ours = median_s(lambda: (session.activate("plan"), session.deactivate()), 20_000) / 2
-        runs, history = play_episodes(engine, ("prefix", "prefetch"))
+        runs, history = play_episodes(engine, ("full", "prefix", "prefetch"))
         progress("episodes", t0)
         result = throughput(engine, n)
         progress("throughput", t0)

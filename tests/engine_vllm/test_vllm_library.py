@@ -206,6 +206,33 @@ def test_switching_back_reuses_cached_blocks_and_prefetch_warms_them(vllm_engine
         session.close()
 
 
+def test_a_prefetched_configuration_follows_the_history_until_it_is_used(
+    vllm_engine: Any,
+) -> None:
+    tok = vllm_engine.tokenizer
+    block = 32
+    session = vllm_engine.new_session()
+    session.append(chat_prompt(tok, QUESTIONS[5] + " " + " ".join(QUESTIONS[:6])))
+    session.prefetch("plan")  # from now on, every generate is followed under plan
+    session.generate(4)
+    session.append(tok.encode("<|im_start|>tool\n" + " ".join(QUESTIONS[2:9]) + "<|im_end|>\n"))
+    session.generate(4)
+    session.wait_prefetch()
+    session.activate("plan")
+    back = session.generate(4)
+    history = len(session.history) - 4
+    # plan's blocks reach the backbone's last turn, not only the history at the prefetch
+    assert back.cache_hit >= history - block, (back, history)
+    session.deactivate()  # plan was used: it is no longer followed
+    session.append(tok.encode("<|im_start|>tool\n" + " ".join(QUESTIONS[9:14]) + "<|im_end|>\n"))
+    session.generate(4)
+    session.wait_prefetch()
+    session.activate("plan")
+    again = session.generate(4)
+    assert again.cache_hit < len(session.history) - 4 - block - 4, again
+    session.close()
+
+
 def test_bad_input_is_a_typed_error(vllm_engine: Any) -> None:
     session = vllm_engine.new_session()
     with pytest.raises(InvalidTokensError):

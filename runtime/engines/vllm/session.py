@@ -13,19 +13,28 @@ history that this session had already run through the model under another config
 vLLM does not time tokens separately, so it is the prefill time scaled by that share of the
 prefilled tokens. `prefetch(config)` sends a one-token request for the history under
 `config` so that vLLM caches its blocks while an external tool call runs.
+
+A prefetched configuration stays followed: after each generate under another configuration
+the new history is prefetched under it too, in the background (during the tool call or the
+agent's next step), so the switch to it re-processes only what came after the last generate.
+It is followed until it becomes active or `FOLLOW_SWITCHES` switches have passed without it.
+A generate under a configuration whose prefetch is still running waits for it (the prefetch
+is a prefix of the prompt; run beside it, vLLM would prefill the same blocks twice); the
+wait is counted in `prefill_s` and `rebuild_s`, since it is rebuilding on the critical path.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.choice import AllowedSequences
-from runtime.engine import Config, EngineSession, GenerationResult
+from runtime.engine import Config, EngineSession, GenerationResult, SwitchRecord
 from runtime.engines.vllm.names import Resident
 from runtime.errors import InvalidTokensError, SessionClosedError, UnknownAdapterError
 
@@ -33,6 +42,8 @@ if TYPE_CHECKING:
     from runtime.engines.vllm.driver import VllmDriver
 
 logger = logging.getLogger(__name__)
+
+FOLLOW_SWITCHES = 2  # switches a prefetched configuration stays followed without being used
 
 
 class VllmHost(Protocol):
@@ -57,6 +68,8 @@ class VllmSession(EngineSession):
         self._seen = 0  # history tokens that went through the model under any configuration
         self.rebuilt_tokens = 0  # history tokens re-processed under other weights
         self._prefetches: list[Future[Any]] = []
+        self._latest: dict[Config, Future[Any]] = {}  # config -> its newest prefetch
+        self._following: dict[Config, int] = {}  # config -> switches left to follow it
         self.last_logprobs: tuple[dict[int, float], ...] = ()
         self._guard = threading.Lock()
         self._closed = False
@@ -101,6 +114,7 @@ class VllmSession(EngineSession):
             raise InvalidTokensError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if not self._history:
             raise InvalidTokensError("the history is empty: append a prompt before generating")
+        waited = self._wait_own_prefetch()
         prompt = list(self._history)
         done = self._engine.driver.generate(
             prompt, self.lora_request(self._active), max_new_tokens, stop_ids, on_token, logprobs
@@ -111,11 +125,13 @@ class VllmSession(EngineSession):
         rebuilt = max(0, min(self._seen, done.prompt_tokens) - done.cached_tokens)
         self.rebuilt_tokens += rebuilt
         self._seen = max(self._seen, len(self._history) - 1)
-        rebuild_s = done.first_token_s * rebuilt / prefilled if prefilled else 0.0
+        rebuild_s = waited + (done.first_token_s * rebuilt / prefilled if prefilled else 0.0)
+        self._follow()
         text = self._text(done.token_ids)
         return GenerationResult(
             done.token_ids, text, done.finish_reason, prefilled, len(done.token_ids),
-            done.first_token_s, done.total_s - done.first_token_s, rebuild_s, done.cached_tokens,
+            waited + done.first_token_s, done.total_s - done.first_token_s, rebuild_s,
+            done.cached_tokens,
         )  # fmt: skip
 
     def choose(
@@ -152,6 +168,32 @@ class VllmSession(EngineSession):
             total_s - first_s, 0.0, cached,
         )  # fmt: skip
 
+    def _wait_own_prefetch(self) -> float:
+        """Seconds spent waiting for a running prefetch under the active configuration."""
+        with self._guard:
+            pending = self._latest.get(self._active)
+        if pending is None or pending.done():
+            return 0.0
+        start = time.perf_counter()
+        wait_futures([pending])
+        return time.perf_counter() - start
+
+    def _follow(self) -> None:
+        """Prefetch the history under every followed configuration (in the background)."""
+        with self._guard:
+            followed = [c for c in self._following if c != self._active]
+        for config in followed:
+            self._submit_prefetch(config)
+
+    def _switched(self, record: SwitchRecord) -> SwitchRecord:
+        with self._guard:
+            self._following = {
+                c: left - 1
+                for c, left in self._following.items()
+                if left > 1 and c != record.to_config
+            }
+        return record
+
     def _text(self, ids: Sequence[int]) -> str:
         tok = self._engine.tokenizer
         return tok.decode(list(ids), skip_special_tokens=False) if tok is not None else ""
@@ -162,14 +204,20 @@ class VllmSession(EngineSession):
         self._check_open()
         if config is not None and config not in self.pinned:
             raise UnknownAdapterError(config, sorted(self.pinned))
-        if not self._history:
-            return
+        if config != self._active:
+            with self._guard:
+                self._following[config] = FOLLOW_SWITCHES
+        if self._history:
+            self._submit_prefetch(config)
+
+    def _submit_prefetch(self, config: Config) -> None:
         driver = self._engine.driver
         coro = driver.agenerate(list(self._history), self.lora_request(config), 1)
         future = driver.submit(coro)
         future.add_done_callback(_log_failure)
         with self._guard:
             self._prefetches = [f for f in self._prefetches if not f.done()] + [future]
+            self._latest[config] = future
 
     def wait_prefetch(self, timeout: float | None = None) -> None:
         """Block until every started prefetch has finished (tests, benchmarks)."""
@@ -184,6 +232,8 @@ class VllmSession(EngineSession):
 
     def close(self) -> None:
         self._closed = True
+        with self._guard:
+            self._following.clear()
         self.wait_prefetch()
         self._engine.forget(self)
 
