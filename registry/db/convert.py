@@ -65,7 +65,7 @@ def to_adapter(row: SqlAdapterVersion) -> AdapterVersion:
         version=row.version,
         label=row.label,
         parent_id=row.parent_id,
-        parent_name=f"{row.parent.capability.name}@{row.parent.version}" if row.parent else None,
+        parent_name=row.parent_name,
         state=AdapterState(row.state),
         rank=row.rank,
         alpha=row.alpha,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     JSON,
@@ -20,8 +20,17 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    cast,
+    select,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    Mapped,
+    aliased,
+    column_property,
+    mapped_column,
+    relationship,
+)
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -154,10 +163,9 @@ class SqlAdapterVersion(Base):
     tags: Mapped[list[SqlAdapterTag]] = relationship(
         lazy="selectin", cascade="all, delete-orphan", order_by="SqlAdapterTag.key"
     )
-    # the parent's version, for its name (`write@3`); one level, loaded with the rows
-    parent: Mapped[SqlAdapterVersion | None] = relationship(
-        remote_side=[id], lazy="selectin", viewonly=True
-    )
+
+    if TYPE_CHECKING:  # mapped below the classes: a correlated subquery (_parent_name)
+        parent_name: str | None
 
 
 class SqlAdapterTag(Base):
@@ -337,3 +345,22 @@ class SqlRevisionSignature(Base):
     signature: Mapped[dict[str, Any]] = mapped_column()
     created_by: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+def _parent_name() -> Any:
+    """`write@3`, the parent's name, read in the same SELECT as the version (a correlated
+    subquery: no query per row, nor per generation of a line)."""
+    parent = aliased(SqlAdapterVersion)
+    return (
+        select(SqlCapability.name.concat("@").concat(cast(parent.version, String)))
+        .select_from(parent)
+        .join(SqlCapability, SqlCapability.id == parent.capability_id)
+        .where(parent.id == SqlAdapterVersion.parent_id)
+        .correlate_except(parent, SqlCapability)
+        .scalar_subquery()
+    )
+
+
+SqlAdapterVersion.parent_name = column_property(  # type: ignore[assignment]
+    _parent_name(), deferred=False
+)

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from registry.db.session import Database
 from registry.domain import AdapterVersion, Principal, Role
+from registry.errors import InvalidError
 from registry.services import adapters, backbones, capabilities, lifecycle, lineage
 from storage import open_store
 
@@ -130,6 +131,7 @@ def test_keyset_pages_walk_every_match_once(
     newest_first: bool,
 ) -> None:
     db, every = built
+    sort = "newest" if newest_first else "oldest"
     expected = [a.id for a in every if _matches(a, filters)]
     if newest_first:
         expected.reverse()
@@ -138,7 +140,7 @@ def test_keyset_pages_walk_every_match_once(
     with db.read() as session:
         while True:
             page = adapters.list_adapters(
-                session=session, limit=limit, after=after, newest_first=newest_first, **filters
+                session=session, limit=limit, after=after, sort=sort, **filters
             )
             assert page.total == len(expected)
             assert len(page.items) <= limit
@@ -150,7 +152,7 @@ def test_keyset_pages_walk_every_match_once(
             a.id
             for start in range(0, len(expected) + limit, limit)
             for a in adapters.list_adapters(
-                session=session, limit=limit, offset=start, newest_first=newest_first, **filters
+                session=session, limit=limit, offset=start, sort=sort, **filters
             ).items
         ]
     assert walked == expected
@@ -189,3 +191,9 @@ def test_a_long_chain_is_found_whole(built: tuple[Database, list[AdapterVersion]
         found = lineage.lineage(session=session, adapter_id=tip.id)
     assert len(found.ancestors) == COUNT // 3 - 1  # every other plan version, oldest first
     assert [a.id for a in found.ancestors] == sorted(a.id for a in found.ancestors)
+
+
+def test_after_pages_only_the_orders_by_id(built: tuple[Database, list[AdapterVersion]]) -> None:
+    db, _ = built
+    with db.read() as session, pytest.raises(InvalidError, match="after pages the orders"):
+        adapters.list_adapters(session=session, limit=5, after=3, sort="name")
