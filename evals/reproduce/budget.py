@@ -79,8 +79,10 @@ def _timed(fn: Any, repeats: int) -> float:
 def calibrate(backbone: Path, sizes: Sizes, tokens: int = CALIBRATION_TOKENS) -> UnitCosts:
     """Time two LoRA steps, two full steps, a prefill and decode steps on `backbone`."""
     import torch
+    from transformers import DynamicCache
 
     from evals.reproduce.build import lora_settings
+    from runtime.kvcache import cache_keyword
     from trainers.lora import load_backbone, wrap
     from trainers.loss import masked_nll
     from trainers.phases import PhaseSample
@@ -111,15 +113,15 @@ def calibrate(backbone: Path, sizes: Sizes, tokens: int = CALIBRATION_TOKENS) ->
     full = _timed(step_of(full_model, list(full_model.parameters())), 2) / tokens
     full_model.requires_grad_(False)
     batch = torch.tensor([ids])
-    with torch.no_grad():
-        prefill = _timed(lambda: full_model(input_ids=batch), 2) / tokens
-        cache = full_model(input_ids=batch, use_cache=True).past_key_values
-
+    with torch.inference_mode():  # as the reference engine runs it (`runtime.kvcache.extend`)
+        prefill = _timed(lambda: full_model(input_ids=batch, logits_to_keep=1), 2) / tokens
+        kwargs = {cache_keyword(full_model.__class__): DynamicCache(config=full_model.config)}
+        full_model(input_ids=batch, use_cache=True, logits_to_keep=1, **kwargs)
         steps = 8
 
         def decode() -> None:
             for _ in range(steps):
-                full_model(input_ids=batch[:, -1:], past_key_values=cache, use_cache=True)
+                full_model(input_ids=batch[:, -1:], use_cache=True, logits_to_keep=1, **kwargs)
 
         decode_s = _timed(decode, 1) / steps
     return UnitCosts(lora, full, prefill, decode_s)

@@ -140,7 +140,7 @@ def test_reproduce_quick_runs_every_method_and_the_gate(backbone: Path, tmp_path
     assert f"| WeAct-hard | {len(KINDS) * QUICK.test} | {100 * hard['switch_share']:.2f} %" in text
     stages = text[text.index("## Stage times") :]
     for stage in ("train plan", "merges", "Single LoRA", "Full SFT", "continual part",
-                  "episodes: WeAct-soft", "episodes: Full SFT", "report", "whole run"):  # fmt: skip
+                  "episodes: WeAct-soft", "episodes: Full SFT", "report", "**whole run**"):  # fmt: skip
         assert f"| {stage}" in stages
     assert outcome.chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
