@@ -11,6 +11,7 @@ It is an estimate: cached adapters cost nothing, episodes end early or run to th
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -193,7 +194,8 @@ def budget_lines(
         f"cpu: bf16 {bf16}; torch kernels {kernels}; training dtype {sizes.train_dtype}",
         f"calibration (measured here, s per 1,000 tokens): LoRA step {1e3 * costs.lora_train:.2f}, "
         f"full step {1e3 * costs.full_train:.2f}, prefill {1e3 * costs.prefill:.2f}, "
-        f"decode {1e3 * costs.decode:.1f}",
+        f"decode {1e3 * costs.decode:.1f}; load average {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} CPUs (a busy machine inflates the estimate)",
         f"estimate for the {preset} size on the {engine} engine (an estimate: measured unit "
         "costs times this run's token counts; cached adapters cost nothing): "
         + ", ".join(f"{k} {v / 60:.0f} min" for k, v in parts.items() if k != "total")
