@@ -139,8 +139,9 @@ def test_reproduce_quick_runs_every_method_and_the_gate(backbone: Path, tmp_path
     assert "## Efficiency: where episode time went" in text
     assert f"| WeAct-hard | {len(KINDS) * QUICK.test} | {100 * hard['switch_share']:.2f} %" in text
     stages = text[text.index("## Stage times") :]
-    for stage in ("train plan", "merges", "Single LoRA", "Full SFT", "continual part",
-                  "episodes: WeAct-soft", "episodes: Full SFT", "report", "**whole run**"):  # fmt: skip
+    names = ("train plan", "merges", "Single LoRA", "Full SFT", "continual part",
+             "episodes: WeAct-soft", "episodes: Full SFT", "report", "**whole run**")  # fmt: skip
+    for stage in names:
         assert f"| {stage}" in stages
     assert outcome.chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
