@@ -70,11 +70,14 @@ class Counts:
 
 
 def _timed(fn: Any, repeats: int) -> float:
+    """The fastest of `repeats` runs after a warm-up: other processes only ever add time."""
     fn()  # warm-up: allocations, kernel selection
-    start = time.perf_counter()
+    best = float("inf")
     for _ in range(repeats):
+        start = time.perf_counter()
         fn()
-    return (time.perf_counter() - start) / repeats
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def calibrate(backbone: Path, sizes: Sizes, tokens: int = CALIBRATION_TOKENS) -> UnitCosts:

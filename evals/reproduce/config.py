@@ -93,20 +93,22 @@ QUICK = Sizes(
     max_episode_tokens=24,
     concurrency=2,
 )
-# Sized for 45 minutes on a 2-core fp32 AVX2 CPU (where the full size's plan adapter alone
-# took 470 s): fewer train trajectories and test questions, Full SFT and the bad write in
-# fewer passes, shorter episodes; every method still runs. The Single LoRA keeps its two
-# epochs (after one it scored 0 on every kind).
+# Meant for 45 minutes on a 2-core fp32 AVX2 CPU, where the full size's plan adapter alone took
+# 470 s (32,332 sample tokens: 14.5 ms a token): 2 train questions per kind put all LoRA
+# training at 110k tokens (~27 min there) and Full SFT at 32k (~16 min if a full step costs
+# twice a LoRA step), so with the episodes it is still likely over 45 minutes there; 5 test
+# questions per kind and shorter episodes. Every method still runs. The Single LoRA keeps its
+# two epochs (after one it scored 0 on every kind). Not yet measured end to end on such a CPU.
 REDUCED = replace(
     FULL,
-    train=4,
-    test=6,
+    train=2,
+    test=5,
     gate_items=1,
     full_epochs=1,
-    bad_epochs=2,
+    bad_epochs=1,
     max_new_tokens=80,
     max_steps=12,
-    max_episode_tokens=352,
+    max_episode_tokens=320,
 )
 PRESETS = {"full": FULL, "reduced": REDUCED, "quick": QUICK}
 ENV_PREFIX = "REPRODUCE_"
