@@ -201,7 +201,7 @@ def budget_lines(
         f"{os.cpu_count()} CPUs (a busy machine inflates the estimate)",
         f"estimate for the {preset} size on the {engine} engine (an estimate: measured unit "
         "costs times this run's token counts; cached adapters cost nothing): "
-        + ", ".join(f"{k} {v / 60:.0f} min" for k, v in parts.items() if k != "total")
+        + ", ".join(f"{k} {v / 60:.1f} min" for k, v in parts.items() if k != "total")
         + f"; whole run ~{parts['total'] / 60:.0f} min",
     ]
     if parts["total"] > BUDGET_S and preset != "reduced":
