@@ -61,24 +61,33 @@ class ItemResult:
     decoded: int  # tokens generated in the episode
     elapsed_s: float
     loads: tuple[str, ...] = ()  # the capabilities loaded, in order (repeats kept)
+    # where the episode's time went, as the runtime recorded it (`runtime.episode.totals`):
+    # adapter control (load/offload) and KV rebuild after a switch; None in older files
+    switch_s: float | None = None
+    rebuild_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             **self.score.to_json(),
             "finish_reason": self.finish_reason,
             "decoded": self.decoded,
             "elapsed_s": round(self.elapsed_s, 3),
             "loads": list(self.loads),
         }
+        if self.switch_s is not None and self.rebuild_s is not None:
+            out["switch_s"], out["rebuild_s"] = round(self.switch_s, 6), round(self.rebuild_s, 6)
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> ItemResult:
         fields = {k: obj[k] for k in ("id", "kind", "answer", "em", "f1", "doc_recall")}
         score = ItemScore(**fields, plan_coverage=obj["plan_coverage"])
         loads = tuple(str(c) for c in obj.get("loads", ()))
+        timed = "switch_s" in obj and "rebuild_s" in obj
         return cls(
-            score, obj.get("finish_reason"), int(obj["decoded"]), float(obj["elapsed_s"]), loads
-        )
+            score, obj.get("finish_reason"), int(obj["decoded"]), float(obj["elapsed_s"]), loads,
+            float(obj["switch_s"]) if timed else None, float(obj["rebuild_s"]) if timed else None,
+        )  # fmt: skip
 
 
 class ResultsLog:
@@ -161,7 +170,7 @@ async def _episode(
     engine: Engine, toolbox: McpToolbox, question: Question, settings: EpisodeSettings
 ) -> ItemResult:
     from runtime.agent import Agent, AgentConfig
-    from runtime.episode import EpisodeManager
+    from runtime.episode import EpisodeManager, totals
 
     config = AgentConfig(
         max_steps=settings.max_steps,
@@ -178,7 +187,11 @@ async def _episode(
         await Agent(engine.tokenizer, toolbox, config).run(episode, question.question)
         score = score_episode(question, episode.messages)
         loads = tuple(episode.control.loaded)
-        return ItemResult(score, episode.finish_reason, episode.decoded, episode.elapsed_s, loads)
+        spent = totals(episode)
+        return ItemResult(
+            score, episode.finish_reason, episode.decoded, episode.elapsed_s, loads,
+            spent["switch_s"], spent["rebuild_s"],
+        )  # fmt: skip
     finally:
         manager.close_all()
 

@@ -86,7 +86,8 @@ def train_full(
     model.requires_grad_(True)
     params = [p for p in model.parameters() if p.requires_grad]
     order = schedule(samples, settings.epochs, settings.seed, None)
-    losses, _ = run_steps(model, params, [[s] for s in order], settings.lr, on_step)
+    # one sample per step, as before `run_steps` took batches (single process)
+    losses, _seen = run_steps(model, params, [[s] for s in order], settings.lr, on_step)
     meta = {
         "what": "full fine-tuning",
         "base": os.fspath(backbone),

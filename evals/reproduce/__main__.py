@@ -1,4 +1,9 @@
-"""python -m evals.reproduce [--quick] [--<size> N ...] [--engine peft|vllm|auto] [--resume]"""
+"""python -m evals.reproduce [--size full|reduced|quick] [--<field> N ...] [--engine peft|vllm|auto]
+[--resume] [--estimate-only | --no-estimate]
+
+Before it starts it says whether bf16 is native on this CPU and estimates the whole run
+from a short calibration here (`evals.reproduce.budget`); over 45 minutes it recommends
+`--size reduced`."""
 
 from __future__ import annotations
 
@@ -12,7 +17,13 @@ from evals.reproduce.config import Sizes, sizes_from
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m evals.reproduce", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="The tiny size the test runs.")
+    parser.add_argument(
+        "--size", choices=["full", "reduced", "quick"], default=None,
+        help="full (default); reduced: 45 minutes on a 2-core fp32 AVX2 CPU; quick: the test's.",
+    )  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help="Same as --size quick.")
+    parser.add_argument("--estimate-only", action="store_true", help="Estimate, then stop.")
+    parser.add_argument("--no-estimate", dest="estimate", action="store_false")
     parser.add_argument("--out", type=Path, default=Path("reports"))
     parser.add_argument("--work", type=Path, default=None, help="Cache (default OUT/cache).")
     parser.add_argument("--backbone", type=Path, default=None, help="Default: SmolLM2-135M.")
@@ -30,6 +41,29 @@ def say(line: str, err: bool = False) -> None:
     stream.flush()
 
 
+def pre_run(sizes: Sizes, preset: str, engine: str, backbone: Path | None) -> list[str]:
+    """bf16 here, the calibration and the whole run's estimate (`budget_lines`)."""
+    from evals.reproduce import budget
+    from evals.reproduce.pipeline import _engine
+    from evals.suite import generate_suite
+    from trainers.training import tokenizer_of
+
+    if backbone is None:
+        from runtime.models import smollm2_dir
+
+        backbone = smollm2_dir()
+    suite = generate_suite(
+        "research", sizes.seed, {"train": sizes.train, "dev": sizes.dev, "test": sizes.test}
+    )
+    costs = budget.calibrate(backbone, sizes)
+    counts = budget.counts(suite, tokenizer_of(backbone), sizes)
+    engine = _engine(engine)
+    parts = budget.estimate(costs, counts, engine)
+    return budget.budget_lines(
+        parts, costs, budget.bf16_native(), budget.torch_kernels(), sizes, preset, engine
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     import logging
 
@@ -38,12 +72,17 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
     args = parse(sys.argv[1:] if argv is None else argv)
-    preset = "quick" if args.quick else "full"
+    preset = "quick" if args.quick else args.size or "full"
     try:
         sizes = sizes_from(preset, {f.name: getattr(args, f.name) for f in fields(Sizes)})
     except ValueError as exc:
         say(f"error: {exc}", err=True)
         return 2
+    if args.estimate or args.estimate_only:
+        for line in pre_run(sizes, preset, args.engine, args.backbone):
+            say(line)
+        if args.estimate_only:
+            return 0
     opts = Options(
         sizes, out=args.out, work=args.work or args.out / "cache", backbone=args.backbone,
         engine=args.engine, resume=args.resume, continual=args.continual, preset=preset,

@@ -132,10 +132,17 @@ class Builder:
 
     def _get(self, name: str, inputs: dict[str, Any], build: Any) -> Path:
         start = time.perf_counter()
-        path = self.cache.get(name, inputs, build)
+
+        def announced(out: Path) -> None:
+            self.log(f"{name}: building ...")
+            build(out)
+
+        path = self.cache.get(name, inputs, announced)
         self.built.adapters[name] = path
         self.built.reused[name] = self.cache.reused[name]
-        self.built.seconds[name] = time.perf_counter() - start
+        took = self.built.seconds[name] = time.perf_counter() - start
+        self.log(f"{name}: {'reused from the cache' if self.built.reused[name] else 'built'} "
+                 f"in {took:.1f} s")  # fmt: skip
         return path
 
     def train(

@@ -88,10 +88,27 @@ def _engine(plan: Plan, first: MethodRun) -> Any:
     return PeftEngine(plan.backbone, specs)
 
 
+def _progress(method: str, total: int, say: Callable[[str], None]) -> Callable[[ItemResult], None]:
+    """A line every fifth of a method's episodes (and at its last), with the time so far."""
+    start, done = time.perf_counter(), [0]
+    every = max(1, total // 5)
+
+    def on_item(_result: ItemResult) -> None:
+        done[0] += 1
+        if done[0] % every == 0 or done[0] == total:
+            took = time.perf_counter() - start
+            say(f"episodes: {method} {done[0]}/{total} in {took:.0f} s")
+
+    return on_item
+
+
 def run_plan(
-    plan: Plan, on_method: Callable[[str, float, dict[str, ItemResult]], None] | None = None
+    plan: Plan,
+    on_method: Callable[[str, float, dict[str, ItemResult]], None] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> dict[str, dict[str, ItemResult]]:
-    """{method: {item id: result}} for every method of the plan (resumed where files exist)."""
+    """{method: {item id: result}} for every method of the plan (resumed where files exist);
+    `say` hears a progress line every fifth of a method's episodes."""
     suite = load_suite(plan.suite)
     out: dict[str, dict[str, ItemResult]] = {}
     if not plan.methods:
@@ -110,6 +127,7 @@ def run_plan(
                 runtime_switches=run.policy == "hard",
                 max_phase_steps=plan.max_phase_steps,
                 max_episode_tokens=plan.max_episode_tokens,
+                on_item=_progress(run.method, len(suite.questions["test"]), say) if say else None,
             )
             out[run.method] = run_suite(
                 engine, suite, results=run.results, library=library_key(run.library),
@@ -160,7 +178,11 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(f"episodes: {method} done in {took:.0f} s\n")
         sys.stdout.flush()
 
-    run_plan(plan, said)
+    def progress(line: str) -> None:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    run_plan(plan, said, progress)
     return 0
 
 

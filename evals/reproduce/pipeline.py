@@ -22,6 +22,7 @@ from evals.reproduce.build import (
     phase_builder,
 )
 from evals.reproduce.config import Sizes
+from evals.reproduce.efficiency import efficiency, efficiency_lines, stage_lines
 from evals.reproduce.episodes import MethodRun, Plan, read_results, run_in_subprocess, run_plan
 from evals.reproduce.report import (
     chart,
@@ -69,6 +70,7 @@ class Outcome:
     built: Built
     timings: dict[str, float] = field(default_factory=dict)
     degenerate: list[str] = field(default_factory=list)
+    efficiency: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -176,10 +178,9 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
         backbone = opts.backbone
     suite, suite_dir = _suite(sizes, work)
     log(f"suite {suite.digest[:16]} in {suite_dir}")
-    t = time.perf_counter()
     builder = phase_builder(suite_dir, backbone, work, sizes, log)
     built = build_phases(builder)
-    timings = {"phase_adapters_s": time.perf_counter() - t}
+    timings = {f"train_{n}_s": built.seconds[n] for n in built.seconds}
     _log_adapters(log, built)
     results_dir = work / "results"
     if not opts.resume:
@@ -197,9 +198,12 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
         run = _run_info(opts, built, timings, info, status)
         answers = common_answers(results)
         phases = {q.id: q.phases for q in suite.questions["test"]}
+        sections = ["## Efficiency: where episode time went", ""]
+        sections += efficiency_lines(efficiency(results), engine) if results else ["(no episodes)"]
+        sections += ["", "## Stage times", "", *stage_lines(timings)]
         report = write_report(
             opts.out / REPORT_FILE, rows, continual, run, cuts(sizes, engine), answers,
-            sequence_lines(results, phases),
+            sequence_lines(results, phases), sections,
         )  # fmt: skip
         return report, png
 
@@ -208,9 +212,11 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
         from evals.reproduce.continual import run_continual
 
         t = time.perf_counter()
+        log("continual part (registry, gate): running ...")
         with tempfile.TemporaryDirectory(dir=work, prefix="registry-") as tmp:
             continual = run_continual(built, suite, suite_dir, backbone, Path(tmp), sizes)
         timings["continual_s"] = time.perf_counter() - t
+        log(f"continual part: done in {timings['continual_s']:.1f} s")
         publish({}, continual, "partial: continual part done, episodes running")
     results: dict[str, Any] = {}
 
@@ -225,26 +231,32 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
         plan = Plan(str(suite_dir), str(served), engine, runs,
                     sizes.max_new_tokens, sizes.max_steps, sizes.concurrency,
                     sizes.max_phase_steps, sizes.max_episode_tokens)  # fmt: skip
+        log(f"episodes: starting the {engine} engine for {', '.join(methods)}")
         if engine == "vllm":
             seconds = run_in_subprocess(plan, str(VLLM_PYTHON), work / plan_file)
             for method, done in read_results(plan, suite).items():
                 on_method(method, seconds[method], done)
         else:
-            run_plan(plan, on_method)
+            run_plan(plan, on_method, log)
 
-    t = time.perf_counter()
     build_baselines(builder)
-    timings["baseline_adapters_s"] = time.perf_counter() - t
-    t = time.perf_counter()
+    timings["merges_s"] = sum(built.seconds[m] for m in MERGES)
+    timings["single_lora_s"] = built.seconds["shared"]
     build_full(builder)
-    timings["full_sft_s"] = time.perf_counter() - t
+    timings["full_sft_s"] = built.seconds["full_sft"] + built.seconds["identity"]
     _log_adapters(log, built)
     episodes(EVAL_ORDER, backbone, "episodes-plan.json")  # one engine start for them all
     episodes((FULL_SFT,), built.adapters[FULL_SFT], "episodes-full-sft.json")
+    t = time.perf_counter()
+    publish(results, continual, "complete")
+    timings["report_s"] = time.perf_counter() - t
+    log(f"report: written in {timings['report_s']:.1f} s")
     report, png = publish(results, continual, "complete")
     rows = table(results)
     assert png is not None
-    return Outcome(rows, continual, report, png, built, timings, degenerate(rows))
+    return Outcome(
+        rows, continual, report, png, built, timings, degenerate(rows), efficiency(results)
+    )
 
 
 def _run_info(

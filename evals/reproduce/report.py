@@ -301,7 +301,9 @@ def write_report(
     cuts: Sequence[str],
     answers: Mapping[str, tuple[str, int, int]] | None = None,
     sequences: Sequence[str] = (),
+    sections: Sequence[str] = (),
 ) -> Path:
+    """`sections`: more markdown (efficiency, stage times), before what was cut."""
     lines = ["# make reproduce", ""]
     lines += [f"- {k}: {v}" for k, v in run.items()]
     lines += ["", "## Accuracy (exact match %, test split)", ""]
@@ -328,6 +330,7 @@ def write_report(
             f"- problems {roots.get('problems')}",
         ]
         lines += [f"- replay recorded at publish: {continual.replay}", ""]
+    lines += [*sections, ""] if sections else []
     lines += ["## What was cut to fit the budget", ""]
     lines += [f"- {c}" for c in cuts]
     path.parent.mkdir(parents=True, exist_ok=True)

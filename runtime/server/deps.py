@@ -13,7 +13,7 @@ from fastapi import Depends, Request
 from runtime.agent import Agent, AgentConfig
 from runtime.episode import Episode, EpisodeManager
 from runtime.mcp_client import McpToolbox
-from runtime.policy import HardPolicy, Policy, make_policy, parse_guesses
+from runtime.policy import HardPolicy, Policy, SoftPolicy, make_policy, parse_guesses
 from runtime.server.auth import ScopeDep
 from runtime.server.metrics import Metrics
 from runtime.server.schemas import EpisodeCreate
@@ -76,15 +76,20 @@ class Runtime:
 
 
 def episode_policy(default: Policy, body: EpisodeCreate, library: Collection[str]) -> Policy:
-    """The node's policy, or the one the request asks for (keeping the node's hard order)."""
-    if body.policy is None and body.order is None and body.guesses is None:
+    """The node's policy, or the one the request asks for (keeping the node's hard order, and
+    its constrained choice when the request asks for the soft policy without saying)."""
+    asked = (body.policy, body.order, body.guesses, body.constrained)
+    if all(a is None for a in asked):
         return default
     kind = body.policy or default.kind
     order = body.order
     if order is None and kind == "hard" and isinstance(default, HardPolicy):
         order = list(default.order)
     guesses = parse_guesses(body.guesses) if body.guesses is not None else None
-    return make_policy(kind, order, library, guesses)
+    constrained = body.constrained
+    if constrained is None:
+        constrained = kind == "soft" and isinstance(default, SoftPolicy) and default.constrained
+    return make_policy(kind, order, library, guesses, constrained)
 
 
 def get_runtime(request: Request) -> Runtime:

@@ -14,6 +14,9 @@ class EpisodeCreate(BaseModel):
     max_steps: int | None = Field(default=None, gt=0, le=1024)
     # soft policy: what to prefetch while a tool runs, by active config ("backbone" = none)
     guesses: dict[str, str] | None = Field(default=None, max_length=64)
+    # soft policy: with no adapter active, decode only the valid moves under a mask (the
+    # constrained choice, `--policy soft --choose`); None: the node's setting
+    constrained: bool | None = None
 
 
 class EpisodePublic(BaseModel):

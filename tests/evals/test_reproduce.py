@@ -130,6 +130,19 @@ def test_reproduce_quick_runs_every_method_and_the_gate(backbone: Path, tmp_path
     for paper in ("45.47", "42.80", "38.73", "35.66"):
         assert paper in text
     assert "## What was cut to fit the budget" in text
+    # efficiency from the runtime's own timers: every method, WeAct-hard's switches timed
+    assert set(outcome.efficiency) == set(METHODS)
+    hard = outcome.efficiency["weact_hard"]
+    assert hard["switch_s"] > 0
+    assert 0 < hard["switch_share"] < 1
+    assert "vs_full_sft" in hard
+    assert "## Efficiency: where episode time went" in text
+    assert f"| WeAct-hard | {len(KINDS) * QUICK.test} | {100 * hard['switch_share']:.2f} %" in text
+    stages = text[text.index("## Stage times") :]
+    names = ("train plan", "merges", "Single LoRA", "Full SFT", "continual part",
+             "episodes: WeAct-soft", "episodes: Full SFT", "report", "**whole run**")  # fmt: skip
+    for stage in names:
+        assert f"| {stage}" in stages
     assert outcome.chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     continual = outcome.continual
@@ -158,6 +171,43 @@ def test_reproduce_quick_runs_every_method_and_the_gate(backbone: Path, tmp_path
     assert again.built.reused
     assert all(again.built.reused.values())
     assert again.rows == outcome.rows  # greedy episodes: the same scores
+
+
+def test_efficiency_shares_are_the_recorded_timings_summed() -> None:
+    import random
+
+    from evals.reproduce.efficiency import efficiency, efficiency_lines
+    from evals.runner import ItemResult
+    from evals.scoring import ItemScore
+
+    rng = random.Random(7)
+
+    def item(n: int, switch: float | None, rebuild: float | None) -> ItemResult:
+        score = ItemScore(f"q{n}", "name", "a", 0.0, 0.0, 0.0, 0.0)
+        return ItemResult(score, "answer", 5, rng.uniform(1, 9), (), switch, rebuild)
+
+    hard = {f"q{n}": item(n, rng.uniform(0, 0.5), rng.uniform(0, 1)) for n in range(6)}
+    full = {f"q{n}": item(n, 0.0, rng.uniform(0, 1)) for n in range(6)}
+    old = {"q0": item(0, None, None)}  # a results file from before the timers were kept
+    rows = efficiency({"weact_hard": hard, "full_sft": full, "ties": old})
+
+    assert set(rows) == {"weact_hard", "full_sft"}
+    elapsed = sum(r.elapsed_s for r in hard.values())
+    assert rows["weact_hard"]["switch_share"] == pytest.approx(
+        sum(r.switch_s or 0 for r in hard.values()) / elapsed
+    )
+    assert rows["weact_hard"]["rebuild_share"] == pytest.approx(
+        sum(r.rebuild_s or 0 for r in hard.values()) / elapsed
+    )
+    full_mean = sum(r.elapsed_s for r in full.values()) / 6
+    assert rows["weact_hard"]["vs_full_sft"] == pytest.approx(elapsed / 6 / full_mean)
+    assert rows["full_sft"]["switch_share"] == 0
+    line = next(x for x in efficiency_lines(rows, "peft") if x.startswith("| WeAct-hard"))
+    assert f"{100 * rows['weact_hard']['switch_share']:.2f} %" in line
+    # the timings survive the results file
+    again = ItemResult.from_json(hard["q1"].to_json())
+    assert again.switch_s == pytest.approx(hard["q1"].switch_s, abs=1e-6)
+    assert ItemResult.from_json(old["q0"].to_json()).switch_s is None
 
 
 def test_shuffled_answers_give_every_question_another_answer() -> None:

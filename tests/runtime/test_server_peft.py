@@ -60,3 +60,45 @@ def test_hard_episode_on_the_tiny_model_over_http(base) -> None:
     assert metric(metrics, "weact_runtime_switch_seconds_count") == 5
     assert metric(metrics, "weact_runtime_rebuild_seconds_count") >= 3
     assert metric(metrics, 'weact_runtime_episodes_total{status="done"}') == 1
+
+
+def _run_episode(client: httpx.Client, body: dict) -> tuple[dict, list[dict]]:
+    created = client.post("/v1/episodes", json=body)
+    assert created.status_code == 201, created.text
+    episode_id = created.json()["id"]
+    events = []
+    with client.stream("GET", f"/v1/episodes/{episode_id}/events") as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+    return client.get(f"/v1/episodes/{episode_id}").json(), events
+
+
+def test_the_episode_body_asks_for_the_constrained_soft_choice(base) -> None:
+    task = "What is the capital of France?"
+    with httpx.Client(base_url=base, timeout=60) as client:
+        chosen, events = _run_episode(
+            client, {"task": task, "policy": "soft", "constrained": True, "max_steps": 6}
+        )
+        free, _ = _run_episode(client, {"task": task, "policy": "soft", "max_steps": 6})
+    assert chosen["status"] == "done", chosen["error"]
+    assert chosen["policy"] == {"kind": "soft", "guesses": {}, "constrained": True}
+    # the random backbone, free, never writes a load_lora call; its masked choice loads one
+    assert free["status"] == "done", free["error"]
+    assert free["policy"] == {"kind": "soft", "guesses": {}}
+    assert free["loaded"] == []
+    assert chosen["loaded"]
+    assert set(chosen["loaded"]) <= {"plan", "search", "write"}
+    choices = [e for e in events if e["type"] == "choice"]
+    assert choices
+    assert choices[0]["move"] == chosen["loaded"][0]
+
+
+def test_a_constrained_hard_episode_is_refused_and_nothing_starts(base) -> None:
+    with httpx.Client(base_url=base, timeout=60) as client:
+        before = client.get("/v1/episodes").json()
+        for body in ({"policy": "hard", "constrained": True}, {"constrained": True}):
+            refused = client.post("/v1/episodes", json={"task": "Capital?", **body})
+            assert refused.status_code == 422, refused.text
+            assert "soft policy only" in refused.text
+        assert client.get("/v1/episodes").json() == before
