@@ -1,7 +1,7 @@
 """`weact runtime` commands (mounted lazily by cli/main.py).
 
     weact runtime serve --backbone PATH --adapter NAME=DIR [...] [--policy hard|soft]
-                        [--order plan,search,write] [--host H] [--port P] [--token T ...]
+                        [--order plan,search,write] [--host H] [--port P] [--client-token T ...]
                         [--admin-token T ...] [--handle-idle S]
     weact runtime serve --backbone PATH --registry URL --channel prod [--node-id ID]
                         [--registry-token T] [--library-dir DIR] [--poll-wait S]
@@ -12,7 +12,8 @@
 
 `--backbone smollm2` selects the packaged SmolLM2-135M-Instruct (converted once, cached).
 Defaults come from `WEACT_RUNTIME_*` (see runtime/settings.py); the token also from
-`WEACT_RUNTIME_TOKEN` (admin tokens, which see every client's episodes, from
+`WEACT_RUNTIME_TOKEN` (`--client-token`, what clients present; `--token` is its old spelling,
+hidden; admin tokens, which see every client's episodes, from
 `WEACT_RUNTIME_ADMIN_TOKEN`), the registry token from `WEACT_TOKEN`. With `--channel` the library
 is the channel's current revision, kept current by `runtime.follow.ChannelFollower`
 (exclusive with `--adapter`); the registry is `--registry`, else `$WEACT_URL`, as for every
@@ -39,7 +40,7 @@ import click
 from pydantic import SecretStr
 
 from clikit.errors import fail_cleanly
-from clikit.options import token_option
+from clikit.options import AliasedOption, token_option
 from clikit.progress import steps
 from registry.client.url_cli import registry_url_option
 from registry.errors import RegistryError
@@ -133,10 +134,12 @@ def engine_options(fn: F) -> F:
 def follow_options(fn: F) -> F:
     """Options of a node that follows a registry channel instead of local adapters."""
     options = [
-        registry_url_option("--registry", help="The registry of --channel."),
+        registry_url_option("registry", help="The registry of --channel."),
         click.option("--channel", default=None, help="Follow this registry channel, e.g. prod."),
         click.option("--node-id", default=None, help="Node id in heartbeats (default hostname)."),
-        token_option("--registry-token", help="Node token."),
+        token_option(
+            "--registry-token", help="The node's own token for --registry ($WEACT_TOKEN)."
+        ),
         click.option(
             "--library-dir",
             type=click.Path(file_okay=False, path_type=Path),
@@ -204,11 +207,15 @@ def runtime() -> None:
 @click.option("--host", default=None, help="Bind address (default 127.0.0.1).")
 @click.option("--port", type=click.IntRange(0, 65535), default=None)
 @click.option(
+    "--client-token",
     "--token",
     "tokens",
+    cls=AliasedOption,
+    hidden_opts=("--token",),
     multiple=True,
     envvar="WEACT_RUNTIME_TOKEN",
-    help="Bearer token of a client (repeat for several; the env var splits on spaces).",
+    help="A token this node's clients present (repeat for several; the env var splits on "
+    "spaces). Not the node's own token for the registry: that is --registry-token.",
 )
 @click.option(
     "--admin-token",

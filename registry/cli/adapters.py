@@ -19,6 +19,7 @@ from clikit.progress import transfer_progress
 from registry import errors
 from registry.cli.base import adapter_argument, check_adapter_name, client_command
 from registry.cli.render import render_adapter, render_adapters, render_lineage
+from registry.cli.trust import verify
 from registry.client import RegistryClient
 from registry.client.transfers import TRAINING_FILE, training_provenance
 from registry.trust import load_signer
@@ -47,7 +48,7 @@ def _tag_option(*decls: str, help: str) -> Callable[[F], F]:
 
 @click.group()
 def adapter() -> None:
-    """Push, pull, list and show adapter versions."""
+    """Adapter versions: push, pull, approve, reject, revoke, tag, verify, show, list."""
 
 
 @adapter.command("push")
@@ -276,3 +277,5 @@ approve = _decision(
 )
 reject = _decision("reject", "Reject a candidate ADAPTER version (write@2, or an id: #6).")
 revoke = _decision("revoke", "Revoke an approved ADAPTER version (write@2, or an id: #6).")
+for _decided in (approve, reject, revoke, verify):
+    adapter.add_command(_decided)

@@ -2,7 +2,7 @@
 
 `fail_cleanly` is `clikit.errors.fail_cleanly` catching the registry's and storage's typed
 errors too, and describing a gate's refusal by the benchmarks that did not pass;
-`client_command` gives a command --url/--token/--json and calls it with a `RegistryClient`
+`client_command` gives a command --registry/--token/--json and calls it with a `RegistryClient`
 and an `Output`; `adapter_argument` is an adapter as people name it (`write@2`, or `#6`).
 """
 
@@ -51,10 +51,10 @@ def fail_cleanly(
 
 
 def client_command(error: type[CommandError] = CommandError) -> Callable[[F], F]:
-    """Add --url/--token/--json and call the command with `client=` and `out=`."""
+    """Add --registry/--token/--json and call the command with `client=` and `out=`."""
 
     def decorate(fn: F) -> F:
-        @registry_url_option("--url", "url")
+        @registry_url_option("url")
         @token_option()
         @json_option
         @fail_cleanly(error=error)

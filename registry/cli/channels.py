@@ -207,7 +207,7 @@ def rollback(
 
 @click.group()
 def channel() -> None:
-    """Show channels and their revisions."""
+    """Channels: promote, rollback, gate, require, sign, show, list, revisions, wait."""
 
 
 @channel.command("list")
@@ -275,3 +275,7 @@ def channel_require(
 
     A required benchmark with no evaluation for a change fails the gate as `missing`."""
     out.show(client.require_benchmarks(name, benchmarks), render_revision)
+
+
+for _verb in (promote, rollback, gate):
+    channel.add_command(_verb)
