@@ -39,6 +39,12 @@ def token_option(*decls: str, help: str = "Bearer token.") -> Callable[[F], F]:
     return click.option(*(decls or ("--token",)), envvar="WEACT_TOKEN", default=None, help=help)
 
 
+def verbose_option(fn: F) -> F:
+    return click.option(
+        "-v", "--verbose", is_flag=True, help="Print the whole record, not one line."
+    )(fn)
+
+
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(fn)
 

@@ -24,11 +24,22 @@ def stdout_console() -> Console:
 
 
 class Output:
-    """Prints results: JSON on stdout with `--json`, rich renderables otherwise."""
+    """Prints results: JSON on stdout with `--json`, rich renderables otherwise; a
+    mutation's result as one confirmation line unless `verbose` (`-v`) or `--json`."""
 
-    def __init__(self, as_json: bool) -> None:
+    def __init__(self, as_json: bool, verbose: bool = False) -> None:
         self.as_json = as_json
+        self.verbose = verbose
         self.console = stdout_console()
+
+    def confirm(
+        self,
+        data: Any,
+        line: Callable[[Any], RenderableType],
+        render: Callable[[Any], RenderableType],
+    ) -> None:
+        """What a mutation did: `line(data)` (one line), the record with `--json` or `-v`."""
+        self.show(data, render if self.verbose else line)
 
     def show(self, data: Any, render: Callable[[Any], RenderableType]) -> None:
         if self.as_json:

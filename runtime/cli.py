@@ -246,6 +246,7 @@ def serve(
     from runtime.server import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per heartbeat or poll
     settings = get_settings()
     source = click.get_current_context().get_parameter_source("registry")
     check_library_source(options, source is click.core.ParameterSource.COMMANDLINE)

@@ -298,6 +298,7 @@ class ChannelFollower:
             report = dataclasses.replace(report, detail=detail)
         status = self.status()
         extra = {"library_digest": status.library_digest, "stale": status.stale, "lag": status.lag}
+        extra["heartbeat_s"] = self.heartbeat_s  # the registry calls it stale after 2 missed
         try:
             heartbeat(self.client, self.node_id, self.channel, status.revision, report, extra)
         except RegistryError as exc:
