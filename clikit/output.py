@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stdout
 from typing import Any
 
 import click
@@ -21,6 +22,23 @@ def stdout_console() -> Console:
     cuts a digest: digest columns fold in a narrow terminal instead, see tables.py)."""
     piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
     return Console(width=PIPED_WIDTH if piped else None)
+
+
+@contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """While it lasts, whatever writes to stdout goes to stderr: Python's `sys.stdout` and
+    file descriptor 1 (an engine's logging handler made at import, its subprocesses, C
+    code), so that a command's stdout holds only its result (`--json` parses)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 class Output:

@@ -41,6 +41,7 @@ from pydantic import SecretStr
 
 from clikit.errors import fail_cleanly
 from clikit.options import AliasedOption, token_option
+from clikit.output import stdout_to_stderr
 from clikit.progress import steps
 from registry.client.url_cli import registry_url_option
 from registry.errors import RegistryError
@@ -306,18 +307,21 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 @runtime_errors
 def run(task: str, as_json: bool, **options: Any) -> None:
     """Run one episode in-process and print its trajectory."""
+    from runtime.trajectory_cli import print_trajectory, run_episode
+
     names = [name for name, _ in options["adapters"]]
     check_before_loading(options, names, "--adapter NAME=DIR (repeat)")
-    engine = _engine(options)
-    try:
-        policy, config, targets = episode_setup(engine, options)
-        episode = _run_episode(engine, policy, config, targets, task)
-    finally:
-        close_engine(engine)
+    with stdout_to_stderr():  # an engine's logs (vLLM's go to stdout) never mix with the result
+        engine = _engine(options)
+        try:
+            policy, config, targets = episode_setup(engine, options)
+            episode = run_episode(engine, policy, config, targets, task)
+        finally:
+            close_engine(engine)
     if as_json:
         click.echo(json.dumps(episode.to_json(), indent=2))
     else:
-        _print_trajectory(episode)
+        print_trajectory(episode)
     if episode.status != "done":
         raise click.ClickException(f"episode failed: {episode.error}")
 
@@ -360,49 +364,3 @@ def _engine(options: dict[str, Any]) -> Engine:
     return build_engine(
         options["backbone"], options["adapters"], options["engine_kind"], steps=steps
     )
-
-
-def _run_episode(engine: Engine, policy: Any, config: Any, targets: list[Any], task: str) -> Any:
-    import anyio
-
-    from runtime.agent import Agent
-    from runtime.episode import EpisodeManager
-    from runtime.mcp_client import McpToolbox
-
-    episode = EpisodeManager(engine, policy=policy).create(task=task)
-
-    async def main() -> None:
-        async with McpToolbox(targets) as toolbox:
-            await Agent(engine.tokenizer, toolbox, config).run(episode, task)
-
-    anyio.run(main)
-    return episode
-
-
-def _print_trajectory(episode: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"episode {episode.id} ({episode.policy.kind})")
-    for column in ("step", "active", "prefilled", "hit", "decoded", "rebuild ms", "switch ms"):
-        table.add_column(column, justify="right")
-    table.add_column("tool calls")
-    for s in episode.steps:
-        table.add_row(
-            str(s.step),
-            str(s.active or "-"),
-            str(s.prefilled),
-            str(s.cache_hit),
-            str(s.decoded),
-            f"{s.rebuild_s * 1e3:.1f}",
-            f"{s.switch_s * 1e3:.2f}",
-            ", ".join(s.tool_calls) + (" (runtime)" if s.forced else ""),
-        )
-    console = Console()
-    console.print(table)
-    t = episode.to_json()["totals"]
-    console.print(
-        f"finish: {episode.finish_reason}  elapsed: {episode.elapsed_s:.2f}s  "
-        f"switch share: {t['switch_share']:.1%}  rebuild share: {t['rebuild_share']:.1%}"
-    )
-    console.print(f"answer: {episode.answer!r}")

@@ -70,29 +70,42 @@ def parse_adapters(specs: Sequence[str], *, named: bool = True) -> dict[str, Pat
 
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[int, int, float], None]]:
-    """Training steps on stderr (`clikit.progress`): a bar with the loss on a terminal,
-    a line per step when forced elsewhere (`WEACT_PROGRESS=1`), nothing otherwise."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    """Training steps on stderr (`clikit.progress`): a bar with the loss, elapsed time and
+    ETA on a terminal (`loss -` until the first step ends), a line per step when forced
+    elsewhere (`WEACT_PROGRESS=1`), nothing otherwise."""
+    import time
 
-    from clikit.progress import progress_enabled
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from clikit.progress import progress_enabled, timing
 
     console = Console(stderr=True)
     if not progress_enabled():
         yield lambda step, total, loss: None
         return
+    started = time.monotonic()
     if not console.is_terminal:
         yield lambda step, total, loss: click.echo(
-            f"{label}: step {step}/{total} loss {loss:.4f}", err=True
+            f"{label}: step {step}/{total} loss {loss:.4f} ({timing(started, step, total)})",
+            err=True,
         )
         return
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
-    columns.append(TextColumn("loss {task.fields[loss]:.4f}"))
+    columns += [TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn()]
+    columns += [TextColumn("ETA"), TimeRemainingColumn()]
     with Progress(*columns, transient=False, console=console) as progress:
-        task = progress.add_task(label, total=None, loss=float("nan"))
+        task = progress.add_task(label, total=None, loss="-")
 
         def on_step(step: int, total: int, loss: float) -> None:
-            progress.update(task, completed=step, total=total, loss=loss)
+            progress.update(task, completed=step, total=total, loss=f"{loss:.4f}")
 
         yield on_step
 
