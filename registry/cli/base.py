@@ -66,7 +66,7 @@ def client_command(
                 return fn(client=client, out=Output(as_json, verbose), **kwargs)
 
         decorated = json_option(token_option()(registry_url_option("url")(wrapper)))
-        return verbose_option(decorated) if mutation else decorated  # type: ignore[no-any-return]
+        return verbose_option(decorated) if mutation else decorated  # type: ignore[return-value]
 
     return decorate
 
