@@ -241,7 +241,8 @@ def test_people_get_tables_and_errors_are_one_line(sqlite_cli: Cli, tmp_path: Pa
     admin = cli.token("root", "admin")
     done = cli.run("capability", "create", "plan", "--description", "plan it", token=admin)
     assert done.returncode == 0
-    assert "plan it" in done.stdout
+    assert done.stdout == "created capability plan\n"  # a mutation: one line
+    assert "plan it" in cli.run("capability", "list", token=admin).stdout
     table, missing, anonymous, duplicate, not_peft = parallel(
         functools.partial(cli.run, "capability", "list", token=admin),
         functools.partial(cli.fails, "adapter", "show", "999", token=admin),
