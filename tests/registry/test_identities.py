@@ -177,6 +177,6 @@ def test_the_last_admin_rule_holds_in_the_database_too(tmp_path: Any) -> None:
         return subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
     made = json.loads(run("create", "--name", "ops", "--role", "admin", "--json").stdout)
-    refused = run("adapter", "revoke", str(made["id"]))
+    refused = run("revoke", str(made["id"]))
     assert refused.returncode == 1
     assert "last admin token" in refused.stderr
