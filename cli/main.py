@@ -11,6 +11,9 @@ import importlib
 import sys
 
 import click
+from click.shell_completion import CompletionItem
+
+from clikit.options import hidden_alias
 
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: (module:attribute, one-line help shown by `weact --help`)
@@ -20,26 +23,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "token": ("registry.cli.tokens:token", "Create, list and revoke API tokens."),
     "backbone": ("registry.cli.catalog:backbone", "Register and show backbones."),
     "capability": ("registry.cli.catalog:capability", "Create and list capabilities."),
-    "adapter": ("registry.cli.adapters:adapter", "Push, pull, list and show adapter versions."),
-    "approve": ("registry.cli.adapters:approve", "Approve a candidate adapter version."),
+    "adapter": (
+        "registry.cli.adapters:adapter",
+        "Adapter versions: push, pull, approve, reject, revoke, tag, verify, show, list.",
+    ),
+    "channel": (
+        "registry.cli.channels:channel",
+        "Channels: promote, rollback, gate, require, sign, show, list, revisions.",
+    ),
     "key": ("registry.cli.trust:key", "Create signing key pairs (signed trust)."),
     "root": ("registry.cli.trust:root", "Edit and sign the offline root of trust."),
-    "verify": ("registry.cli.trust:verify", "Check a pulled adapter's signatures, offline."),
-    "reject": ("registry.cli.adapters:reject", "Reject a candidate adapter version."),
-    "revoke": ("registry.cli.adapters:revoke", "Revoke an approved adapter version."),
-    "promote": (
-        "registry.cli.channels:promote",
-        "Promote adapters into a channel (runs the gate).",
-    ),
-    "rollback": ("registry.cli.channels:rollback", "Roll a channel back to an earlier revision."),
-    "channel": ("registry.cli.channels:channel", "Show channels and their revisions."),
-    "gate": ("registry.cli.channels:gate", "Check a promotion against old benchmarks (exit code)."),
     "audit": ("registry.cli.audit:audit", "Verify the event chain."),
     "fsck": ("registry.cli.maintenance:fsck", "Check blobs, roots, channel heads, events."),
     "gc": ("registry.cli.maintenance:gc", "Delete unreferenced blobs and stale temp files."),
     "nodes": ("registry.cli.nodes:nodes", "List runtime nodes: revision vs head, lag, stale."),
     "runtime": ("runtime.cli:runtime", "Serve or run the WeAct runtime."),
-    "train": ("trainers.cli:train", "Phase-wise LoRA training."),
+    "train": ("trainers.cli:train", "Train one capability's LoRA adapter (or a baseline)."),
+    "data": ("trainers.data_cli:data", "Training data: generate and inspect."),
     "merge": ("trainers.cli:merge", "Static-merge baselines."),
     "eval": ("evals.cli:eval_", "Evaluations: list them, masked NLL of adapters."),
     "suite": ("evals.cli:suite", "Generate and verify offline benchmark suites."),
@@ -47,8 +47,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("cli.demo:demo", "Run the end-to-end demo on embedded defaults."),
 }
 
-# Old spellings: they still run, and `weact --help` no longer lists them.
-HIDDEN_ALIASES: dict[str, str] = {"bench": "suite"}
+# Old spellings, kept one release: they still run (after a note on stderr naming the new
+# one) and `weact --help` no longer lists them. Each maps to the command path it became.
+HIDDEN_ALIASES: dict[str, tuple[str, ...]] = {
+    "bench": ("suite",),
+    "approve": ("adapter", "approve"),
+    "reject": ("adapter", "reject"),
+    "revoke": ("adapter", "revoke"),
+    "verify": ("adapter", "verify"),
+    "promote": ("channel", "promote"),
+    "rollback": ("channel", "rollback"),
+    "gate": ("channel", "gate"),
+}
 
 
 class LazyGroup(click.Group):
@@ -56,7 +66,8 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        cmd_name = HIDDEN_ALIASES.get(cmd_name, cmd_name)
+        if cmd_name in HIDDEN_ALIASES:
+            return self._alias(ctx, HIDDEN_ALIASES[cmd_name])
         if cmd_name not in COMMANDS:
             return None
         target, _ = COMMANDS[cmd_name]
@@ -70,6 +81,13 @@ class LazyGroup(click.Group):
             ) from exc
         return getattr(module, attr)  # type: ignore[no-any-return]
 
+    def _alias(self, ctx: click.Context, path: tuple[str, ...]) -> click.Command | None:
+        command = self.get_command(ctx, path[0])
+        for name in path[1:]:
+            assert isinstance(command, click.Group), path
+            command = command.get_command(ctx, name)
+        return None if command is None else hidden_alias(command, f"weact {' '.join(path)}")
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
@@ -80,6 +98,16 @@ class LazyGroup(click.Group):
             hint = f" Did you mean {close[0]!r}?" if close else ""
             ctx.fail(f"No such command {name!r}.{hint} (`weact --help` lists them)")
         return super().resolve_command(ctx, args)
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        """Command names from `COMMANDS`, importing none of them (click's own completion
+        imports every command for its help: seconds per TAB)."""
+        names = [
+            CompletionItem(name, help=help)
+            for name, (_, help) in sorted(COMMANDS.items())
+            if name.startswith(incomplete)
+        ]
+        return names + click.Command.shell_complete(self, ctx, incomplete)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]

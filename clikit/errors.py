@@ -3,7 +3,7 @@
     0  done
     1  the operation failed or was refused (an error answer, no answer, a broken chain,
        a file that is not what it should be)             -> `CommandError`
-    2  a usage error (click's own: a bad option or argument), and for `weact gate` a check
+    2  a usage error (click's own: a bad option or argument), and for `weact channel gate` a check
        that could not run                                   -> `click.UsageError`, `UncheckedError`
 
 `fail_cleanly(*handled)` wraps a command so that the typed errors it can meet (`OSError`,
@@ -43,7 +43,7 @@ class CommandError(click.ClickException):
 
 
 class UncheckedError(CommandError):
-    """A check (`weact gate`) that could not run: exit 2, apart from a failed check's 1."""
+    """A check (`weact channel gate`) that could not run: exit 2, apart from a failed check's 1."""
 
     exit_code = EXIT_USAGE
 

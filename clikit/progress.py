@@ -5,7 +5,10 @@ a test); `WEACT_PROGRESS=0` silences it. It never goes to stdout, so `--json` ou
 parseable document. Two shapes:
 
 - `steps(label, total)`: a few named steps (a conversion, a merge, a library install), one
-  line each as it begins: `merge ties: step 2/4 read b`, then `merge ties: done in 3.1 s`.
+  line each as it begins, with the time so far and, from the second step, an estimate of
+  what is left (the mean step so far times the steps left):
+  `merge ties: step 2/4 read b (1.2 s, ETA 3.6 s)`, then `merge ties: done in 3.1 s`.
+  `timing(started, done, total)` words the same for other progress (training steps).
 - `transfer_progress(description)`: bytes of a blob transfer (push, pull): a rich bar on a
   terminal, a line per finished blob when forced elsewhere.
 
@@ -52,6 +55,27 @@ def _line(text: str) -> None:
     click.echo(text, err=True)
 
 
+def _seconds(s: float) -> str:
+    if s < 60:
+        return f"{s:.1f} s"
+    minutes, seconds = divmod(int(round(s)), 60)
+    return (
+        f"{minutes} min {seconds:02d} s"
+        if minutes < 60
+        else f"{minutes // 60} h {minutes % 60:02d} min"
+    )
+
+
+def timing(started: float, done: int, total: int | None) -> str:
+    """`1.2 s, ETA 3.6 s`: the time since `started` (`time.monotonic()`), and when `done`
+    of `total` units are finished, the mean unit so far times those left (none before the
+    first unit is done, or when the total is unknown)."""
+    elapsed = time.monotonic() - started
+    if not done or not total or done >= total:
+        return _seconds(elapsed)
+    return f"{_seconds(elapsed)}, ETA {_seconds(elapsed / done * (total - done))}"
+
+
 @contextmanager
 def steps(label: str, total: int) -> Iterator[Step]:
     """A `Step` that writes `label: step i/total name` as each step begins, and
@@ -65,7 +89,7 @@ def steps(label: str, total: int) -> Iterator[Step]:
     def step(name: str) -> None:
         nonlocal count
         count += 1
-        _line(f"{label}: step {count}/{total} {name}")
+        _line(f"{label}: step {count}/{total} {name} ({timing(started, count - 1, total)})")
 
     yield step
     _line(f"{label}: done in {time.monotonic() - started:.1f} s")

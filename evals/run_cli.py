@@ -142,7 +142,7 @@ def _post(options: dict[str, Any], suite: Any, results: Mapping[str, Any], key: 
 @click.option("--max-new-tokens", type=int, default=96, show_default=True)
 @click.option("--max-steps", type=int, default=12, show_default=True)
 @click.option("--post", "do_post", is_flag=True, help="Post one evaluation per suite benchmark.")
-@registry_url_option("--registry", "registry_url", help="--post: the registry.")
+@registry_url_option(help="--post: the registry.")
 @token_option(help="--post: an evaluator token.")
 @click.option("--library-digest", default=None, help="The library evaluated (library benchmarks).")
 @click.option(

@@ -225,6 +225,7 @@ class Node:
     library_digest: str | None = None
     stale: bool = False  # as the node reported it
     lag: int | None = None  # as the node reported it
+    heartbeat_s: float | None = None  # the interval between its heartbeats, as it stated
 
 
 @dataclass(frozen=True)

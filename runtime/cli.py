@@ -1,7 +1,7 @@
 """`weact runtime` commands (mounted lazily by cli/main.py).
 
     weact runtime serve --backbone PATH --adapter NAME=DIR [...] [--policy hard|soft]
-                        [--order plan,search,write] [--host H] [--port P] [--token T ...]
+                        [--order plan,search,write] [--host H] [--port P] [--client-token T ...]
                         [--admin-token T ...] [--handle-idle S]
     weact runtime serve --backbone PATH --registry URL --channel prod [--node-id ID]
                         [--registry-token T] [--library-dir DIR] [--poll-wait S]
@@ -12,7 +12,8 @@
 
 `--backbone smollm2` selects the packaged SmolLM2-135M-Instruct (converted once, cached).
 Defaults come from `WEACT_RUNTIME_*` (see runtime/settings.py); the token also from
-`WEACT_RUNTIME_TOKEN` (admin tokens, which see every client's episodes, from
+`WEACT_RUNTIME_TOKEN` (`--client-token`, what clients present; `--token` is its old spelling,
+hidden; admin tokens, which see every client's episodes, from
 `WEACT_RUNTIME_ADMIN_TOKEN`), the registry token from `WEACT_TOKEN`. With `--channel` the library
 is the channel's current revision, kept current by `runtime.follow.ChannelFollower`
 (exclusive with `--adapter`); the registry is `--registry`, else `$WEACT_URL`, as for every
@@ -39,7 +40,8 @@ import click
 from pydantic import SecretStr
 
 from clikit.errors import fail_cleanly
-from clikit.options import token_option
+from clikit.options import AliasedOption, token_option
+from clikit.output import stdout_to_stderr
 from clikit.progress import steps
 from registry.client.url_cli import registry_url_option
 from registry.errors import RegistryError
@@ -133,10 +135,12 @@ def engine_options(fn: F) -> F:
 def follow_options(fn: F) -> F:
     """Options of a node that follows a registry channel instead of local adapters."""
     options = [
-        registry_url_option("--registry", help="The registry of --channel."),
+        registry_url_option("registry", help="The registry of --channel."),
         click.option("--channel", default=None, help="Follow this registry channel, e.g. prod."),
         click.option("--node-id", default=None, help="Node id in heartbeats (default hostname)."),
-        token_option("--registry-token", help="Node token."),
+        token_option(
+            "--registry-token", help="The node's own token for --registry ($WEACT_TOKEN)."
+        ),
         click.option(
             "--library-dir",
             type=click.Path(file_okay=False, path_type=Path),
@@ -204,11 +208,15 @@ def runtime() -> None:
 @click.option("--host", default=None, help="Bind address (default 127.0.0.1).")
 @click.option("--port", type=click.IntRange(0, 65535), default=None)
 @click.option(
+    "--client-token",
     "--token",
     "tokens",
+    cls=AliasedOption,
+    hidden_opts=("--token",),
     multiple=True,
     envvar="WEACT_RUNTIME_TOKEN",
-    help="Bearer token of a client (repeat for several; the env var splits on spaces).",
+    help="A token this node's clients present (repeat for several; the env var splits on "
+    "spaces). Not the node's own token for the registry: that is --registry-token.",
 )
 @click.option(
     "--admin-token",
@@ -239,6 +247,7 @@ def serve(
     from runtime.server import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per heartbeat or poll
     settings = get_settings()
     source = click.get_current_context().get_parameter_source("registry")
     check_library_source(options, source is click.core.ParameterSource.COMMANDLINE)
@@ -298,18 +307,21 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 @runtime_errors
 def run(task: str, as_json: bool, **options: Any) -> None:
     """Run one episode in-process and print its trajectory."""
+    from runtime.trajectory_cli import print_trajectory, run_episode
+
     names = [name for name, _ in options["adapters"]]
     check_before_loading(options, names, "--adapter NAME=DIR (repeat)")
-    engine = _engine(options)
-    try:
-        policy, config, targets = episode_setup(engine, options)
-        episode = _run_episode(engine, policy, config, targets, task)
-    finally:
-        close_engine(engine)
+    with stdout_to_stderr():  # an engine's logs (vLLM's go to stdout) never mix with the result
+        engine = _engine(options)
+        try:
+            policy, config, targets = episode_setup(engine, options)
+            episode = run_episode(engine, policy, config, targets, task)
+        finally:
+            close_engine(engine)
     if as_json:
         click.echo(json.dumps(episode.to_json(), indent=2))
     else:
-        _print_trajectory(episode)
+        print_trajectory(episode)
     if episode.status != "done":
         raise click.ClickException(f"episode failed: {episode.error}")
 
@@ -352,49 +364,3 @@ def _engine(options: dict[str, Any]) -> Engine:
     return build_engine(
         options["backbone"], options["adapters"], options["engine_kind"], steps=steps
     )
-
-
-def _run_episode(engine: Engine, policy: Any, config: Any, targets: list[Any], task: str) -> Any:
-    import anyio
-
-    from runtime.agent import Agent
-    from runtime.episode import EpisodeManager
-    from runtime.mcp_client import McpToolbox
-
-    episode = EpisodeManager(engine, policy=policy).create(task=task)
-
-    async def main() -> None:
-        async with McpToolbox(targets) as toolbox:
-            await Agent(engine.tokenizer, toolbox, config).run(episode, task)
-
-    anyio.run(main)
-    return episode
-
-
-def _print_trajectory(episode: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"episode {episode.id} ({episode.policy.kind})")
-    for column in ("step", "active", "prefilled", "hit", "decoded", "rebuild ms", "switch ms"):
-        table.add_column(column, justify="right")
-    table.add_column("tool calls")
-    for s in episode.steps:
-        table.add_row(
-            str(s.step),
-            str(s.active or "-"),
-            str(s.prefilled),
-            str(s.cache_hit),
-            str(s.decoded),
-            f"{s.rebuild_s * 1e3:.1f}",
-            f"{s.switch_s * 1e3:.2f}",
-            ", ".join(s.tool_calls) + (" (runtime)" if s.forced else ""),
-        )
-    console = Console()
-    console.print(table)
-    t = episode.to_json()["totals"]
-    console.print(
-        f"finish: {episode.finish_reason}  elapsed: {episode.elapsed_s:.2f}s  "
-        f"switch share: {t['switch_share']:.1%}  rebuild share: {t['rebuild_share']:.1%}"
-    )
-    console.print(f"answer: {episode.answer!r}")

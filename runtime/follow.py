@@ -297,7 +297,8 @@ class ChannelFollower:
             detail = "; ".join(filter(None, [report.detail, self.last_error, self.frozen]))
             report = dataclasses.replace(report, detail=detail)
         status = self.status()
-        extra = {"library_digest": status.library_digest, "stale": status.stale, "lag": status.lag}
+        extra: dict[str, Any] = {"library_digest": status.library_digest, "lag": status.lag}
+        extra |= {"stale": status.stale, "heartbeat_s": self.heartbeat_s}  # stale: 2 missed
         try:
             heartbeat(self.client, self.node_id, self.channel, status.revision, report, extra)
         except RegistryError as exc:

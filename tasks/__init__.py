@@ -1,7 +1,7 @@
 """The task world: fictional documents, BM25 search, questions and their gold trajectories.
 
 One world for every user: the research suite (`evals`) writes it as files and scores against
-it, `weact train generate` (`trainers.tasks`) solves its questions, and a runtime node
+it, `weact data generate` (`trainers.tasks`) solves its questions, and a runtime node
 (`--kb`) and the demo offer its MCP tools (`tasks.tools`). A neutral package: it imports
 nothing of the project, so `runtime`, `trainers` and `evals` may all import it.
 

@@ -5,7 +5,7 @@ their documents (the knowledge base, ids `d000`...) and questions with gold docu
 research suite (`evals.suite`) writes them as files. `default_world()` is the world that
 needs no suite: the research suite's default at seed 0, behind the runtime's built-in search
 tool and the demo; `sample_questions` draws from its train split what
-`weact train generate` solves. Same arguments, same bytes.
+`weact data generate` solves. Same arguments, same bytes.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ plan (the gold sub-questions, numbered) -> search (one real BM25 search per hop;
 results are what the task world's MCP server returns; then offload) -> code for `number`
 questions (one `calculate` call) -> write (the hop facts with their document ids, then
 `Answer: ...`). The bare backbone loads each adapter and closes with `Done.`. The research
-suite runs each question's own phases; `weact train generate` may ask for another order and
+suite runs each question's own phases; `weact data generate` may ask for another order and
 a `markdown` write. The messages are plain dicts: a caller adds the tools its runtime shows
 (`trainers.tasks` does) and parses them into a trajectory.
 """

@@ -64,6 +64,7 @@ def _resolve(words: list[str]) -> tuple[list[str], click.Command, list[str]]:
             with click.Context(command) as ctx:
                 sub = command.get_command(ctx, word)
             assert sub is not None, f"`weact {' '.join([*path, word])}` is not a command"
+            assert not sub.hidden, f"`weact {' '.join([*path, word])}` is an old spelling"
             command, path = sub, [*path, word]
     return path, command, options
 
@@ -79,7 +80,7 @@ CALLS = _invocations()
 
 def test_the_recipe_calls_weact() -> None:
     paths = {" ".join(_resolve(words)[0]) for words in CALLS}
-    assert {"suite generate", "channel show", "adapter pull", "eval run", "gate"} <= paths
+    assert {"suite generate", "channel show", "adapter pull", "eval run", "channel gate"} <= paths
 
 
 @pytest.mark.parametrize("words", CALLS, ids=[" ".join(w[:2]) for w in CALLS])
@@ -98,7 +99,8 @@ def test_the_gate_decides_the_job() -> None:
     assert runs
     assert all("--post" in words for words in runs)
     script = next(s for s in _scripts() if "weact eval run" in s)
-    gate_lines = [line for line in script.splitlines() if line.strip().startswith("weact gate")]
+    lines = [line.strip() for line in script.splitlines()]
+    gate_lines = [line for line in lines if line.startswith("weact channel gate")]
     verdict = gate_lines[-1]
     assert "||" not in verdict, verdict
     assert "--json" not in verdict, verdict

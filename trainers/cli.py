@@ -5,10 +5,10 @@ weact train --capability C --data FILE --backbone PATH --out DIR [--adapter NAME
             [--publish [--registry URL] --token T [--parent ID] [--label L] [--allow-replay]
              [--key K]]
 weact train --shared [--sequential] --data FILE --backbone PATH --out DIR   (baseline)
-weact train inspect FILE --backbone PATH [--capability C] [--json]
-weact train generate OUT [--n N] [--seed S] [--phases plan,search,write] [--write-style]
-weact train publish DIR --capability C [--registry URL] --token T [--parent ID] [--label L]
-                    [--key K]
+weact data inspect FILE --backbone PATH [--capability C] [--json]
+weact data generate OUT [--n N] [--seed S] [--phases plan,search,write] [--write-style]
+(`weact train inspect|generate|publish`: old spellings, hidden, one release; a trained
+directory is published by `weact train --publish` or `weact adapter push`)
 weact merge --method linear|ties|dare_ties --adapter [NAME=]DIR ... --out DIR
 weact eval nll ...                            (trainers/eval_cli.py)
 
@@ -34,10 +34,11 @@ from typing import Any
 import click
 
 from clikit.errors import fail_cleanly
-from clikit.options import token_option
+from clikit.options import hidden_alias, token_option
 from registry.client.url_cli import registry_url_option
 from registry.errors import RegistryError
 from storage.errors import StorageError
+from trainers.data_cli import generate, inspect
 from trainers.errors import AdapterSpecError, TrainerError
 from trainers.merge import METHODS as MERGE_METHODS
 
@@ -69,36 +70,49 @@ def parse_adapters(specs: Sequence[str], *, named: bool = True) -> dict[str, Pat
 
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[int, int, float], None]]:
-    """Training steps on stderr (`clikit.progress`): a bar with the loss on a terminal,
-    a line per step when forced elsewhere (`WEACT_PROGRESS=1`), nothing otherwise."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    """Training steps on stderr (`clikit.progress`): a bar with the loss, elapsed time and
+    ETA on a terminal (`loss -` until the first step ends), a line per step when forced
+    elsewhere (`WEACT_PROGRESS=1`), nothing otherwise."""
+    import time
 
-    from clikit.progress import progress_enabled
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from clikit.progress import progress_enabled, timing
 
     console = Console(stderr=True)
     if not progress_enabled():
         yield lambda step, total, loss: None
         return
+    started = time.monotonic()
     if not console.is_terminal:
         yield lambda step, total, loss: click.echo(
-            f"{label}: step {step}/{total} loss {loss:.4f}", err=True
+            f"{label}: step {step}/{total} loss {loss:.4f} ({timing(started, step, total)})",
+            err=True,
         )
         return
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
-    columns.append(TextColumn("loss {task.fields[loss]:.4f}"))
+    columns += [TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn()]
+    columns += [TextColumn("ETA"), TimeRemainingColumn()]
     with Progress(*columns, transient=False, console=console) as progress:
-        task = progress.add_task(label, total=None, loss=float("nan"))
+        task = progress.add_task(label, total=None, loss="-")
 
         def on_step(step: int, total: int, loss: float) -> None:
-            progress.update(task, completed=step, total=total, loss=loss)
+            progress.update(task, completed=step, total=total, loss=f"{loss:.4f}")
 
         yield on_step
 
 
 def _registry_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        registry_url_option("--registry", "registry_url", help="Registry to publish to."),
+        registry_url_option(help="Registry to publish to."),
         token_option(help="Publisher token."),
         click.option(
             "--parent", metavar="ADAPTER", help="Parent version, write@2 (an update); or #ID."
@@ -160,7 +174,7 @@ def _check_publishable(capability: str, opts: dict[str, Any]) -> None:
             raise UntrustedError("this registry is strict: sign the push (--key)")
 
 
-@click.group(invoke_without_command=True)
+@click.group(invoke_without_command=True, subcommand_metavar="")
 @click.option("--capability", help="The capability whose adapter is trained.")
 @click.option("--shared", is_flag=True, help="Baseline: one LoRA on every phase.")
 @click.option("--sequential", is_flag=True, help="With --shared: one capability after another.")
@@ -286,72 +300,7 @@ def _check_train_options(opts: dict[str, Any]) -> None:
         raise click.UsageError("--publish needs --capability (the registry capability)")
 
 
-@train.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--backbone", required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--capability", help="Only this capability's phases.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per sample.")
-@_fail_cleanly
-def inspect(file: Path, backbone: Path, capability: str | None, as_json: bool) -> None:
-    """Print each phase sample; unsupervised tokens are dimmed."""
-    from trainers.training import read_samples, tokenizer_of
-
-    samples = read_samples([file], backbone, {capability} if capability else None)
-    if as_json:
-        for sample in samples:
-            click.echo(json.dumps(sample.to_json()))
-        return
-    _show(samples, tokenizer_of(backbone))
-
-
-def _show(samples: Sequence[Any], tokenizer: Any) -> None:
-    from itertools import groupby
-
-    from rich.console import Console
-    from rich.text import Text
-
-    console = Console(highlight=False)
-    for s in samples:
-        console.rule(
-            f"{s.trajectory} · phase {s.phase} · {s.capability} · "
-            f"{len(s.input_ids)} tokens, {s.n_supervised} supervised"
-        )
-        text = Text()
-        pairs = zip(s.input_ids, s.loss_mask, strict=True)
-        for bit, run in groupby(pairs, key=lambda p: p[1]):
-            ids = [i for i, _ in run]
-            text.append(tokenizer.decode(ids), style="bold" if bit else "dim")
-        console.print(text)
-
-
-@train.command()
-@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--n", "count", default=20, show_default=True)
-@click.option("--seed", default=0, show_default=True)
-@click.option("--phases", default="plan,search,write", show_default=True)
-@click.option("--write-style", default="plain", type=click.Choice(["plain", "markdown"]))
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@_fail_cleanly
-def generate(
-    out: Path, count: int, seed: int, phases: str, write_style: str, as_json: bool
-) -> None:
-    """Write deterministic research trajectories (JSONL): the task world's questions solved."""
-    from trainers.tasks import generate as make
-    from trainers.trajectory import write_trajectories
-
-    try:
-        trajectories = make(count, seed, tuple(phases.split(",")), write_style)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from exc
-    write_trajectories(out, trajectories)
-    if as_json:
-        made = {"out": str(out), "count": len(trajectories), "phases": phases.split(",")}
-        click.echo(json.dumps(made | {"seed": seed}, indent=2))
-    else:
-        click.echo(f"wrote {len(trajectories)} trajectories to {out}")
-
-
-@train.command("publish")
+@click.command("publish")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--capability", required=True)
 @_registry_options
@@ -391,3 +340,11 @@ def merge(
         click.echo(json.dumps(merged, indent=2))
     else:
         click.echo(f"merged {len(paths)} adapters ({method}) into {out}")
+
+
+for _old, _new in (
+    (generate, "weact data generate"),
+    (inspect, "weact data inspect"),
+    (publish_cmd, "weact adapter push"),
+):
+    train.add_command(hidden_alias(_old, _new))

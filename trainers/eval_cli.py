@@ -31,7 +31,7 @@ from trainers.errors import NoSamplesError
 @click.option("--adapter-id", type=int, default=None, help="--post: the adapter scored.")
 @click.option("--library-digest", default=None, help="--post: the library scored.")
 @click.option("--dataset-digest", default=None, help="--post: the benchmark's dataset digest.")
-@registry_url_option("--registry", "registry_url", help="--post: the registry.")
+@registry_url_option(help="--post: the registry.")
 @token_option(help="--post: an evaluator token.")
 @_fail_cleanly
 def nll(

@@ -3,7 +3,7 @@
 `tasks` writes the messages; this module adds the tool list a WeAct runtime renders for a
 library of the world's capabilities (load_lora / offload_lora from `runtime.lora_tools`, then the
 task world's MCP tools) and validates each record with the trainers' parser. The research
-suite's gold trajectories and `weact train generate` both come from here, so a phase sample
+suite's gold trajectories and `weact data generate` both come from here, so a phase sample
 is token-identical to the context an evaluation episode holds at that point.
 """
 
@@ -55,7 +55,7 @@ def generate(
     id_prefix: str = "traj",
 ) -> list[Trajectory]:
     """`n` gold trajectories over the default world, each running `phases` in order;
-    deterministic in every argument (`weact train generate`)."""
+    deterministic in every argument (`weact data generate`)."""
     from tasks.research import default_world
 
     check_phases(phases, write_style)

@@ -343,6 +343,7 @@ class HeartbeatIn(In):
     library_digest: str | None = Field(default=None, pattern="^[0-9a-f]{64}$")
     stale: bool = False  # the node cannot reach the registry (serves its last library)
     lag: DbInt | None = None  # revisions behind the head the node knows of
+    heartbeat_s: float | None = Field(default=None, gt=0, le=86400)  # its interval
 
 
 class NodePublic(Out):
@@ -356,7 +357,8 @@ class NodePublic(Out):
     head: int | None  # the channel's current revision
     lag: int | None  # head - revision
     heartbeat_age_s: float
-    stale: bool  # reported stale, or silent too long
+    heartbeat_s: float | None  # the interval the node stated
+    stale: bool  # reported stale, or silent for 2 of its heartbeats
 
     @classmethod
     def of(cls, status: NodeStatus) -> NodePublic:
@@ -372,6 +374,7 @@ class NodePublic(Out):
             head=status.head,
             lag=status.lag,
             heartbeat_age_s=round(status.heartbeat_age_s, 3),
+            heartbeat_s=node.heartbeat_s,
             stale=status.stale,
         )
 

@@ -1,7 +1,7 @@
 """`weact` commands of the registry, one module per group (mounted lazily by cli/main.py).
 
     base.py      `fail_cleanly` for the registry's errors (and the gate's refusal), and
-                 `client_command` (--url/--token/--json, a client and an `Output`)
+                 `client_command` (--registry/--token/--json, a client and an `Output`)
     render.py    the registry's tables: adapters, lineage, revisions, gate reports
     server.py    serve (checks the blob store first), db upgrade (the database directly)
     tokens.py    token create|list|revoke|rebind (the registry with an admin token, else the

@@ -18,7 +18,14 @@ from clikit.output import Output
 from clikit.progress import transfer_progress
 from registry import errors
 from registry.cli.base import adapter_argument, check_adapter_name, client_command
-from registry.cli.render import render_adapter, render_adapters, render_lineage
+from registry.cli.render import (
+    adapter_line,
+    render_adapter,
+    render_adapters,
+    render_lineage,
+    tags_line,
+)
+from registry.cli.trust import verify
 from registry.client import RegistryClient
 from registry.client.transfers import TRAINING_FILE, training_provenance
 from registry.trust import load_signer
@@ -47,7 +54,7 @@ def _tag_option(*decls: str, help: str) -> Callable[[F], F]:
 
 @click.group()
 def adapter() -> None:
-    """Push, pull, list and show adapter versions."""
+    """Adapter versions: push, pull, approve, reject, revoke, tag, verify, show, list."""
 
 
 @adapter.command("push")
@@ -76,7 +83,7 @@ def adapter() -> None:
     default=None,
     help="The publisher's private key: sign the version's identity (signed trust).",
 )
-@client_command()
+@client_command(mutation=True)
 def adapter_push(
     client: RegistryClient,
     out: Output,
@@ -111,9 +118,9 @@ def adapter_push(
                 raise
             click.echo(f"Note: {exc.detail['message']}", err=True)
             existing = client.get_adapter(int(exc.detail["adapter_id"]))
-            out.show({**existing, "existing": True}, render_adapter)
+            out.confirm({**existing, "existing": True}, adapter_line("exists:"), render_adapter)
             return
-    out.show({**created, "existing": False}, render_adapter)
+    out.confirm({**created, "existing": False}, adapter_line("pushed"), render_adapter)
 
 
 def trained(directory: Path, capability: str) -> dict[str, Any] | None:
@@ -221,7 +228,7 @@ def adapter_show(client: RegistryClient, out: Output, adapter: str) -> None:
 @adapter_argument()
 @click.argument("tags", nargs=-1, callback=parse_tags, metavar="[KEY=VALUE]...")
 @click.option("--remove", multiple=True, metavar="KEY", help="Drop this tag (repeat).")
-@client_command()
+@client_command(mutation=True)
 def adapter_tag(
     client: RegistryClient,
     out: Output,
@@ -232,7 +239,8 @@ def adapter_tag(
     """Set KEY=VALUE tags on an ADAPTER version (and --remove others)."""
     if not tags and not remove:
         raise click.UsageError("give KEY=VALUE tags to set or --remove KEY")
-    out.show(client.tag_adapter(client.resolve_adapter(adapter), tags, remove), render_adapter)
+    tagged = client.tag_adapter(client.resolve_adapter(adapter), tags, remove)
+    out.confirm(tagged, tags_line, render_adapter)
 
 
 @adapter.command("lineage")
@@ -241,6 +249,9 @@ def adapter_tag(
 def adapter_lineage(client: RegistryClient, out: Output, adapter: str) -> None:
     """Show an ADAPTER version's ancestors and descendants."""
     out.show(client.lineage(client.resolve_adapter(adapter)), render_lineage)
+
+
+DONE = {"approve": "approved", "reject": "rejected", "revoke": "revoked"}
 
 
 def _decision(verb: str, doc: str) -> click.Command:
@@ -255,7 +266,7 @@ def _decision(verb: str, doc: str) -> click.Command:
         hidden=verb != "approve",
         help="The approver's private key: sign the version's identity (signed trust).",
     )
-    @client_command()
+    @client_command(mutation=True)
     def command(
         client: RegistryClient,
         out: Output,
@@ -269,7 +280,7 @@ def _decision(verb: str, doc: str) -> click.Command:
                 raise click.UsageError("--key signs approvals only")
             client.sign_approval(adapter_id, load_signer(key_file))
         decided = getattr(client, verb)(adapter_id, reason)
-        out.show(decided, render_adapter)
+        out.confirm(decided, adapter_line(DONE[verb]), render_adapter)
 
     return command
 
@@ -279,3 +290,5 @@ approve = _decision(
 )
 reject = _decision("reject", "Reject a candidate ADAPTER version (write@2, or an id: #6).")
 revoke = _decision("revoke", "Revoke an approved ADAPTER version (write@2, or an id: #6).")
+for _decided in (approve, reject, revoke, verify):
+    adapter.add_command(_decided)

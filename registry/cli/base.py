@@ -2,7 +2,7 @@
 
 `fail_cleanly` is `clikit.errors.fail_cleanly` catching the registry's and storage's typed
 errors too, and describing a gate's refusal by the benchmarks that did not pass;
-`client_command` gives a command --url/--token/--json and calls it with a `RegistryClient`
+`client_command` gives a command --registry/--token/--json and calls it with a `RegistryClient`
 and an `Output`; `adapter_argument` is an adapter as people name it (`write@2`, or `#6`).
 """
 
@@ -16,7 +16,7 @@ import click
 
 from clikit import errors as kit
 from clikit.errors import CommandError
-from clikit.options import json_option, token_option
+from clikit.options import json_option, token_option, verbose_option
 from clikit.output import Output
 from registry import errors
 from registry.client import RegistryClient
@@ -50,20 +50,23 @@ def fail_cleanly(
     return kit.fail_cleanly(*HANDLED, *also, error=error, describe=(describe_gate,))
 
 
-def client_command(error: type[CommandError] = CommandError) -> Callable[[F], F]:
-    """Add --url/--token/--json and call the command with `client=` and `out=`."""
+def client_command(
+    error: type[CommandError] = CommandError, *, mutation: bool = False
+) -> Callable[[F], F]:
+    """Add --registry/--token/--json (and -v for a `mutation`, which prints one line
+    without it) and call the command with `client=` and `out=`."""
 
     def decorate(fn: F) -> F:
-        @registry_url_option("--url", "url")
-        @token_option()
-        @json_option
         @fail_cleanly(error=error)
         @functools.wraps(fn)
-        def wrapper(url: str, token: str | None, as_json: bool, **kwargs: Any) -> Any:
+        def wrapper(
+            url: str, token: str | None, as_json: bool, verbose: bool = False, **kwargs: Any
+        ) -> Any:
             with RegistryClient(url, token) as client:
-                return fn(client=client, out=Output(as_json), **kwargs)
+                return fn(client=client, out=Output(as_json, verbose), **kwargs)
 
-        return wrapper  # type: ignore[return-value]
+        decorated = json_option(token_option()(registry_url_option("url")(wrapper)))
+        return verbose_option(decorated) if mutation else decorated  # type: ignore[return-value]
 
     return decorate
 

@@ -20,14 +20,17 @@ def backbone() -> None:
 @backbone.command("register")
 @click.argument("directory", type=click.Path(exists=True, path_type=Path))
 @click.option("--name", required=True)
-@client_command()
+@client_command(mutation=True)
 def backbone_register(client: RegistryClient, out: Output, directory: Path, name: str) -> None:
     """Register the backbone in DIRECTORY (its *.safetensors) by its manifest."""
     from storage.manifest import manifest_of_path
 
     manifest = manifest_of_path(directory)
     created = client.register_backbone(name=name, manifest=manifest.to_json())
-    out.show(created, lambda b: fields(sorted(b.items())))
+    line = (
+        f"registered backbone {created['name']} (id {created['id']}, root {created['root'][:12]}…)"
+    )
+    out.confirm(created, lambda b: line, lambda b: fields(sorted(b.items())))
 
 
 @backbone.command("list")
@@ -55,13 +58,15 @@ def capability() -> None:
 @click.argument("name")
 @click.option("--description", required=True, help="Shown to the model in load_lora.")
 @click.option("--order", type=int, default=None, help="Position in the hard order.")
-@client_command()
+@client_command(mutation=True)
 def capability_create(
     client: RegistryClient, out: Output, name: str, description: str, order: int | None
 ) -> None:
     """Create a capability."""
     created = client.create_capability(name=name, description=description, order=order)
-    out.show(created, lambda c: fields(sorted(c.items())))
+    out.confirm(
+        created, lambda c: f"created capability {c['name']}", lambda c: fields(sorted(c.items()))
+    )
 
 
 @capability.command("list")

@@ -14,7 +14,13 @@ from clikit.errors import UncheckedError
 from clikit.output import Output
 from registry import errors
 from registry.cli.base import client_command
-from registry.cli.render import render_gate, render_revision, render_revisions
+from registry.cli.render import (
+    render_gate,
+    render_revision,
+    render_revisions,
+    required_line,
+    revision_line,
+)
 from registry.client import GateReport, RegistryClient
 from registry.gate_rules import PASSING
 from registry.names import parse_adapter_ref
@@ -118,7 +124,7 @@ def _promotion(
 @_promotion_options
 @click.option("--reason", default=None, help="Why, stored on the revision.")
 @key_option
-@client_command()
+@client_command(mutation=True)
 def promote(
     client: RegistryClient, out: Output, channel: str, key_file: Path | None, **options: Any
 ) -> None:
@@ -132,7 +138,8 @@ def promote(
         if isinstance(exc.detail, dict):
             out.show(exc.detail, lambda r: Group(render_gate(r), gate_line(r, link)))
         raise
-    out.show(result, lambda r: Group(render_revision(r["revision"]), gate_line(r["gate"], link)))
+    render = render_revision if out.verbose else revision_line("promoted")
+    out.show(result, lambda r: Group(render(r["revision"]), gate_line(r["gate"], link)))
 
 
 def gate_verdict(report: GateReport) -> str:
@@ -184,7 +191,7 @@ def gate(
 @click.option("--expected-revision", type=int, default=None)
 @click.option("--reason", default=None, help="Why, stored on the revision.")
 @key_option
-@client_command()
+@client_command(mutation=True)
 def rollback(
     client: RegistryClient,
     out: Output,
@@ -202,12 +209,13 @@ def rollback(
         reason=reason,
         signer=load_signer(key_file) if key_file is not None else None,
     )
-    out.show(rev, render_revision)
+    line = revision_line(f"rolled back to r{to_revision}, as")
+    out.confirm(rev, line, render_revision)
 
 
 @click.group()
 def channel() -> None:
-    """Show channels and their revisions."""
+    """Channels: promote, rollback, gate, require, sign, show, list, revisions, wait."""
 
 
 @channel.command("list")
@@ -267,11 +275,15 @@ def channel_sign(
 @channel.command("require")
 @click.argument("name")
 @click.argument("benchmarks", nargs=-1)
-@client_command()
+@client_command(mutation=True)
 def channel_require(
     client: RegistryClient, out: Output, name: str, benchmarks: tuple[str, ...]
 ) -> None:
     """Set the BENCHMARKS every gate of channel NAME must judge (none given: requires none).
 
     A required benchmark with no evaluation for a change fails the gate as `missing`."""
-    out.show(client.require_benchmarks(name, benchmarks), render_revision)
+    out.confirm(client.require_benchmarks(name, benchmarks), required_line, render_revision)
+
+
+for _verb in (promote, rollback, gate):
+    channel.add_command(_verb)

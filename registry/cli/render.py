@@ -1,15 +1,17 @@
 """The registry's tables for people: adapters, lineage, revisions, gate reports.
 
-Built from `clikit.tables` (digest columns never cut); `--json` prints the records instead.
+Built from `clikit.tables` (digests never fold: whole, or 12 characters and `…`); `--json`
+prints the records instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from clikit.tables import fields, full, table, text
 from registry.client import Adapter, GateCheck, GateReport, Lineage, Revision
@@ -125,7 +127,8 @@ def render_revision(rev: Revision) -> Group:
     )
     out = table("capability", "adapter", "id", "manifest")
     for capability, entry in sorted(rev["library"].items()):
-        out.add_row(capability, entry["name"], str(entry["adapter_id"]), entry["manifest_root"])
+        manifest = full(entry["manifest_root"])
+        out.add_row(capability, entry["name"], str(entry["adapter_id"]), manifest)
     return Group(head, out)
 
 
@@ -179,3 +182,33 @@ def render_gate(report: GateReport) -> Table:
             ", ".join(sorted(str(w) for w in who)) or "-",
         )
     return table
+
+
+def adapter_line(verb: str) -> Callable[[Adapter], Text]:
+    """`approved write@2 (id 6, approved)`: a decision or push on one line."""
+
+    def line(a: Adapter) -> Text:
+        why = f": {a['reason']}" if verb in ("rejected", "revoked") and a.get("reason") else ""
+        return Text(f"{verb} {a['name']} (id {a['id']}, {a['state']}){why}")
+
+    return line
+
+
+def tags_line(a: Adapter) -> Text:
+    tags = " ".join(f"{k}={v}" for k, v in sorted(a.get("tags", {}).items()))
+    return Text(f"{a['name']} tags: {tags or '(none)'}")
+
+
+def revision_line(verb: str) -> Callable[[Revision], Text]:
+    """`promoted prod r3: plan@1 search@1 write@2`."""
+
+    def line(rev: Revision) -> Text:
+        names = " ".join(entry["name"] for _, entry in sorted(rev["library"].items()))
+        return Text(f"{verb} {rev['channel']} r{rev['revision']}: {names or '(empty library)'}")
+
+    return line
+
+
+def required_line(rev: Revision) -> Text:
+    required = ", ".join(rev.get("required_benchmarks") or []) or "no benchmark"
+    return Text(f"{rev['channel']}: every gate requires {required}")

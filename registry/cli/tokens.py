@@ -4,7 +4,7 @@ directly. (`rebind` gives a node id to another node token: `POST /v1/nodes/ID/re
 Where a token goes is never a surprise:
 
 - `--database-url` (or `$WEACT_DATABASE_URL`) given: that database, directly;
-- else a registry URL (`--url`/`$WEACT_URL`) and a token (`--token`/`$WEACT_TOKEN`, an
+- else a registry URL (`--registry`/`$WEACT_URL`) and a token (`--token`/`$WEACT_TOKEN`, an
   admin's) given: the running registry over HTTP (`/v1/tokens`), whatever database it uses;
 - else the default database (SQLite under `./.weact/`).
 
@@ -78,16 +78,15 @@ def _target(database_url: str | None, url: str | None, token: str | None) -> Tar
 
 
 def _target_options(fn: F) -> F:
-    """--database-url, --url, --token, --json; the command gets `target=` and `as_json=`."""
+    """--database-url, --registry, --token, --json; the command gets `target=` and `as_json=`."""
 
     @database_option
     @registry_url_option(
-        "--url",
         "url",
         help="Registry to ask (with an admin --token), unless --database-url is given.",
         configured_only=True,
     )
-    @token_option(help="An admin's bearer token, for --url.")
+    @token_option(help="An admin's bearer token, for --registry.")
     @json_option
     @fail_cleanly()
     @database_errors
@@ -107,7 +106,7 @@ def _client(target: Target) -> Any:
 
 @click.group()
 def token() -> None:
-    """API tokens: through the registry (--url and an admin --token), else the database."""
+    """API tokens: through the registry (--registry and an admin --token), else the database."""
 
 
 @token.command("create")

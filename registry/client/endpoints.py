@@ -292,7 +292,8 @@ class Endpoints(ChannelEndpoints):
         audit: Mapping[str, Any],
         status: Mapping[str, Any] | None = None,
     ) -> Node:
-        """Report what the node serves; `status`: `library_digest`, `stale`, `lag`."""
+        """Report what the node serves; `status`: `library_digest`, `stale`, `lag`,
+        `heartbeat_s` (its interval: the registry calls it stale after 2 missed)."""
         body = {"channel": channel, "revision": revision, "audit": dict(audit), **(status or {})}
         return cast(Node, self._post(f"/nodes/{node_id}/heartbeat", body))
 

@@ -1,8 +1,8 @@
-"""The registry URL on the command line: `--url` / `--registry`, else `$WEACT_URL`.
+"""The registry URL on the command line: `--registry`, else `$WEACT_URL`.
 
-One variable names the registry for every command of every package: `WEACT_URL`. The
-registry commands take it as `--url`, `weact train` and `weact runtime serve` as
-`--registry`; each reads, in order, the option, `$WEACT_URL`, the deprecated
+One option and one variable name the registry for every command of every package:
+`--registry` and `WEACT_URL` (`--url`, the registry commands' old spelling, still works for
+one release, hidden from --help). Each reads, in order, the option, `$WEACT_URL`, the deprecated
 `$WEACT_REGISTRY_URL` (with a one-line warning on stderr), then `http://127.0.0.1:8000`.
 A value that is not an http(s) URL is a usage error (exit 2), found by the client's own
 check (`check_url`): the client owns what a registry URL is, and this is its command-line
@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import click
 
+from clikit.options import AliasedOption
 from registry.client.transport import check_url
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,7 +50,7 @@ def _warn_deprecated(name: str) -> None:
     click.echo(f"Warning: {name} is deprecated, set {URL_ENV} instead", err=True)
 
 
-class RegistryUrlOption(click.Option):
+class RegistryUrlOption(AliasedOption):
     """The registry URL option (the CLI tests find every registry command by it)."""
 
 
@@ -73,14 +74,22 @@ def _resolve_configured(ctx: click.Context, param: click.Parameter, value: str |
     return _resolve(ctx, param, value)
 
 
+OLD_SPELLINGS = ("--url",)
+"""Hidden: the registry commands' `--url` before every command took `--registry`."""
+
+
 def registry_url_option(
-    *decls: str, help: str = "Registry URL.", configured_only: bool = False
+    name: str = "registry_url", help: str = "Registry URL.", configured_only: bool = False
 ) -> Callable[[F], F]:
-    """`--url`/`--registry` (give the declarations), read as the module docstring says;
-    `configured_only`: None instead of the default when nothing names a registry."""
+    """`--registry` (old spelling `--url`, hidden) as the parameter `name`, read as the
+    module docstring says; `configured_only`: None instead of the default when nothing
+    names a registry."""
     return click.option(
-        *decls,
+        "--registry",
+        *OLD_SPELLINGS,
+        name,
         cls=RegistryUrlOption,
+        hidden_opts=OLD_SPELLINGS,
         default=None,
         callback=_resolve_configured if configured_only else _resolve,
         metavar="URL",

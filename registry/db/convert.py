@@ -148,4 +148,5 @@ def to_node(row: SqlNode) -> Node:
         library_digest=row.library_digest,
         stale=row.stale,
         lag=row.lag,
+        heartbeat_s=row.heartbeat_s,
     )

@@ -276,6 +276,7 @@ class SqlNode(Base):
     library_digest: Mapped[str | None] = mapped_column(String(64))  # of the revision served
     stale: Mapped[bool] = mapped_column(Boolean, default=False)  # node cannot reach registry
     lag: Mapped[int | None] = mapped_column(Integer)  # revisions behind the head it knows
+    heartbeat_s: Mapped[float | None] = mapped_column(Float)  # its stated interval
 
 
 class SqlBlobLease(Base):

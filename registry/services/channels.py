@@ -141,7 +141,7 @@ def _plan(session: Session, request: PromoteRequest) -> _Plan:
     channel = channel_row(session, request.channel)
     if channel is None and not request.create:
         missing = missing_channel(session, request.channel).detail
-        raise NotFoundError(f"{missing}; create it explicitly: `weact promote --create`")
+        raise NotFoundError(f"{missing}; create it explicitly: `weact channel promote --create`")
     backbone = _resolve_backbone(session, channel, request)
     current = head_row(session, channel)
     number = current.revision if current is not None else 0

@@ -32,6 +32,7 @@ def heartbeat(
     library_digest: str | None = None,
     stale: bool = False,
     lag: int | None = None,
+    heartbeat_s: float | None = None,
 ) -> Node:
     check_node_id(node_id)
     check_name("channel", channel)
@@ -52,6 +53,7 @@ def heartbeat(
             session.add(row)
         row.channel, row.revision, row.audit, row.audit_ok = channel, revision, audit, audit_ok
         row.library_digest, row.stale, row.lag = library_digest, stale, lag
+        row.heartbeat_s = heartbeat_s
         row.last_heartbeat = utcnow()
         session.flush()
         return row, changed

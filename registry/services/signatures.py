@@ -127,7 +127,8 @@ def require_signed_approval(*, session: Session, root: TrustRoot | None, adapter
     )
     if next(iter(kinds), None) is None:
         raise UntrustedError(
-            f"this registry is strict: sign the approval of {adapter_id} (weact approve --key)"
+            f"this registry is strict: sign the approval of {adapter_id} "
+            "(weact adapter approve --key)"
         )
 
 

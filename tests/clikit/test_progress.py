@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from clikit.progress import PROGRESS_ENV, progress_enabled, steps, transfer_progress
+from clikit.progress import PROGRESS_ENV, progress_enabled, steps, timing, transfer_progress
 
 
 class Terminal(io.StringIO):
@@ -50,7 +50,8 @@ def test_steps_are_lines_on_stderr(
     out, err = capsys.readouterr()
     assert out == ""
     *lines, done = err.splitlines()
-    assert lines == ["convert: step 1/2 load", "convert: step 2/2 save"]
+    assert re.fullmatch(r"convert: step 1/2 load \(\d+\.\d s\)", lines[0])
+    assert re.fullmatch(r"convert: step 2/2 save \(\d+\.\d s, ETA \d+\.\d s\)", lines[1])
     assert re.fullmatch(r"convert: done in \d+\.\d s", done)
 
     def broken() -> None:
@@ -60,7 +61,8 @@ def test_steps_are_lines_on_stderr(
 
     with pytest.raises(ValueError, match="broken"):
         broken()
-    assert capsys.readouterr().err == "merge: step 1/3 read\n"  # no "done" after a failure
+    failed = capsys.readouterr().err  # no "done" after a failure
+    assert re.fullmatch(r"merge: step 1/3 read \(\d+\.\d s\)\n", failed)
     monkeypatch.setenv(PROGRESS_ENV, "0")
     with steps("convert", 1) as step:
         step("load")
@@ -81,3 +83,45 @@ def test_a_forced_transfer_off_a_terminal_is_a_line_per_blob(
     monkeypatch.delenv(PROGRESS_ENV)
     with transfer_progress("pull 3") as progress:
         assert progress is None  # not a terminal, not forced: nothing reports
+
+
+def test_timing_is_elapsed_then_the_mean_step_times_those_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = 1000.0
+    monkeypatch.setattr("clikit.progress.time.monotonic", lambda: now)
+    assert timing(now - 2.0, 0, 10) == "2.0 s"  # nothing done: no estimate yet
+    assert timing(now - 2.0, 1, 5) == "2.0 s, ETA 8.0 s"
+    assert timing(now - 90.0, 3, 4) == "1 min 30 s, ETA 30.0 s"
+    assert timing(now - 3725.0, 1, 2) == "1 h 02 min, ETA 1 h 02 min"
+    assert timing(now - 2.0, 3, None) == "2.0 s"  # total unknown
+    assert timing(now - 2.0, 5, 5) == "2.0 s"  # done
+
+
+def test_training_progress_shows_no_nan_and_has_elapsed_and_eta(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trainers.cli import _progress
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
+    with _progress("train write") as on_step:
+        first = terminal.getvalue()
+        on_step(1, 4, 2.5)
+        on_step(2, 4, 1.25)
+    shown = terminal.getvalue()
+    assert "nan" not in shown
+    assert "loss -" in first or "loss -" in shown  # before the first step ends
+    assert "loss 1.2500" in shown
+    assert "ETA" in shown
+    assert re.search(r"\d:\d\d:\d\d", shown)  # elapsed
+
+    forced = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", forced)
+    monkeypatch.setenv(PROGRESS_ENV, "1")
+    with _progress("train write") as on_step:
+        on_step(1, 4, 2.5)
+    assert re.fullmatch(
+        r"train write: step 1/4 loss 2\.5000 \(\d+\.\d s, ETA \d+\.\d s\)\n", forced.getvalue()
+    )

@@ -9,6 +9,7 @@ The shared in-process engine is shut down first: one vLLM at a time on this mach
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -115,3 +116,24 @@ def test_the_node_follows_a_promotion(node: Node) -> None:
     assert seen["audit_ok"], seen["audit"]
     assert seen["audit"]["adapters"]["write"] == write2["manifest_root"]
     assert "cannot be read" in seen["audit"]["detail"]  # says what it did not check
+
+
+def test_runtime_run_json_stdout_is_only_json(
+    no_inprocess_vllm: None, smollm2: Path, adapter_dir: dict[str, Path]
+) -> None:
+    """`weact runtime run --engine vllm --json`: vLLM's logs (INFO, on stdout by vLLM's own
+    logging config) go to stderr; stdout is the one JSON document."""
+    argv = [
+        sys.executable, "-c", "from cli.main import main; main()", "runtime", "run",
+        "--engine", "vllm", "--backbone", str(smollm2), "--task", QUESTIONS[1], "--no-kb",
+        "--adapter", f"plan={adapter_dir['plan@1']}",
+        "--adapter", f"write={adapter_dir['write@1']}",
+        "--policy", "hard", "--order", "plan,write", "--max-steps", "2",
+        "--max-new-tokens", "8", "--json",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_LOGGING_LEVEL"}  # INFO: chatty
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    episode = json.loads(done.stdout)  # the whole of stdout, nothing before it
+    assert episode["task"] == QUESTIONS[1]
+    assert "INFO" in done.stderr  # vLLM did log, to stderr

@@ -45,7 +45,7 @@ class World:
         extra = ("--parent", parent) if parent else ()
         pushed = self.ok("adapter", "push", directory, "--capability", "write", *extra, who="alice")
         if approve:
-            self.ok("approve", f"#{pushed['id']}")
+            self.ok("adapter", "approve", f"#{pushed['id']}")
         return dict(pushed)
 
     def get(self, adapter_id: int) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         world.ok("backbone", "register", tmp / "backbone", "--name", "tiny", who="root")
         world.ok("capability", "create", "write", "--description", "w", who="root")
         first = world.push(approve=True)
-        world.ok("promote", "prod", "--create", "--adapter", f"write=#{first['id']}")
+        world.ok("channel", "promote", "prod", "--create", "--adapter", f"write=#{first['id']}")
         yield world
 
 
@@ -108,33 +108,35 @@ def list_children(world: World, a: dict[str, Any]) -> None:
 
 
 def approve(world: World, a: dict[str, Any]) -> None:
-    decided = world.ok("approve", a["name"])
+    decided = world.ok("adapter", "approve", a["name"])
     assert (decided["id"], decided["state"], decided["decided_by"]) == (a["id"], "approved", "bob")
 
 
 def reject(world: World, a: dict[str, Any]) -> None:
-    world.ok("reject", a["name"], "--reason", "worse")
+    world.ok("adapter", "reject", a["name"], "--reason", "worse")
     assert (world.get(a["id"])["state"], world.get(a["id"])["reason"]) == ("rejected", "worse")
 
 
 def revoke(world: World, a: dict[str, Any]) -> None:
-    world.ok("approve", f"#{a['id']}")
-    world.ok("revoke", a["name"], "--reason", "leaks")
+    world.ok("adapter", "approve", f"#{a['id']}")
+    world.ok("adapter", "revoke", a["name"], "--reason", "leaks")
     assert world.get(a["id"])["state"] == "revoked"
 
 
 def promote_and_gate(world: World, a: dict[str, Any]) -> None:
-    world.ok("approve", a["name"])
+    world.ok("adapter", "approve", a["name"])
     version = str(a["version"])
-    gate = world.run("gate", "prod", "--adapter", f"write={version}", "--json")
+    gate = world.run("channel", "gate", "prod", "--adapter", f"write={version}", "--json")
     assert gate.exit_code in (0, 1), gate.output  # 2: could not check (an unknown name)
     assert "library_digest" in json.loads(gate.stdout)
-    ungated = world.run("gate", "prod", "--adapter", f"write={version}")
+    ungated = world.run("channel", "gate", "prod", "--adapter", f"write={version}")
     assert ungated.exit_code == 1  # no benchmark covers the change
     assert "gate: passed, UNGATED (no benchmark covers this change)" in ungated.stdout
-    allowed = world.run("gate", "prod", "--adapter", f"write={version}", "--allow-ungated")
+    allowed = world.run(
+        "channel", "gate", "prod", "--adapter", f"write={version}", "--allow-ungated"
+    )
     assert allowed.exit_code == 0, allowed.output
-    promoted = world.run("promote", "prod", "--adapter", f"write={version}")
+    promoted = world.run("channel", "promote", "prod", "--adapter", f"write={version}")
     assert promoted.exit_code == 0, promoted.output
     link = f"{world.registry.url}/gates?channel=prod"
     assert f"gate: passed, UNGATED (no benchmark covers this change); report: {link}" in (
@@ -142,7 +144,9 @@ def promote_and_gate(world: World, a: dict[str, Any]) -> None:
     )
     library = world.ok("channel", "show", "prod")["library"]
     assert library["write"]["adapter_id"] == a["id"]
-    again = world.ok("promote", "prod", "--adapter", a["name"], "--adapter", "write=none")
+    again = world.ok(
+        "channel", "promote", "prod", "--adapter", a["name"], "--adapter", "write=none"
+    )
     assert "write" not in again["revision"]["library"]
 
 

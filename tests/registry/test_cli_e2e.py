@@ -140,23 +140,27 @@ def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
     ]
     ids = {a["capability"]: a["id"] for a in pushed}
 
-    refused = cli.fails("approve", str(ids["plan"]), token=alice_approver)
+    refused = cli.fails("adapter", "approve", str(ids["plan"]), token=alice_approver)
     assert "forbidden" in refused
     approved = parallel(
-        *(functools.partial(cli.ok, "approve", str(i), token=bob) for i in ids.values())
+        *(functools.partial(cli.ok, "adapter", "approve", str(i), token=bob) for i in ids.values())
     )
     assert {a["state"] for a in approved} == {"approved"}
 
     assignments = [arg for cap in caps for arg in ("--adapter", f"{cap}=#{ids[cap]}")]
-    assert cli.run("gate", "prod", *assignments, token=bob).returncode == 2  # no channel yet
-    ungated = cli.run("gate", "prod", "--create", *assignments, token=bob)
+    assert (
+        cli.run("channel", "gate", "prod", *assignments, token=bob).returncode == 2
+    )  # no channel yet
+    ungated = cli.run("channel", "gate", "prod", "--create", *assignments, token=bob)
     assert ungated.returncode == 1  # covered by no benchmark: nothing proves it
     assert "gate: passed, UNGATED (no benchmark covers this change)" in ungated.stdout
     assert "define one (weact benchmark create) or pass --allow-ungated" in ungated.stderr
     allowed = ("--create", "--allow-ungated")
-    assert cli.run("gate", "prod", *allowed, *assignments, token=bob).returncode == 0
+    assert cli.run("channel", "gate", "prod", *allowed, *assignments, token=bob).returncode == 0
     order = ("--order", "plan,search,write")
-    first = cli.ok("promote", "prod", "--create", *assignments, *order, token=bob)["revision"]
+    first = cli.ok("channel", "promote", "prod", "--create", *assignments, *order, token=bob)[
+        "revision"
+    ]
     assert first["revision"] == 1
     assert first["order"] == list(caps)
     assert {cap: entry["adapter_id"] for cap, entry in first["library"].items()} == ids
@@ -175,7 +179,7 @@ def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
     )
     assert {k: update["provenance"][k] for k in provenance} == provenance
     assert update["provenance"]["replay"] is False
-    cli.ok("approve", str(update["id"]), token=bob)
+    cli.ok("adapter", "approve", str(update["id"]), token=bob)
     lineage, parent_lineage = parallel(
         functools.partial(cli.ok, "adapter", "lineage", str(update["id"]), token=alice),
         functools.partial(cli.ok, "adapter", "lineage", str(ids["write"]), token=alice),
@@ -185,19 +189,21 @@ def test_the_lifecycle_through_the_cli(cli: Cli, tmp_path: Path) -> None:
     assert [a["id"] for a in parent_lineage["descendants"]] == [update["id"]]
 
     second = cli.ok(
-        "promote", "prod", "--adapter", f"write=#{update['id']}", "--expected-revision", "1",
-        token=bob,
+        "channel", "promote", "prod", "--adapter", f"write=#{update['id']}",
+        "--expected-revision", "1", token=bob,
     )["revision"]  # fmt: skip
     assert second["revision"] == 2
     assert second["library"]["write"]["adapter_id"] == update["id"]
     assert second["library"]["plan"] == first["library"]["plan"]
-    stale = cli.fails("rollback", "prod", "--to", "1", "--expected-revision", "1", token=bob)
+    stale = cli.fails(
+        "channel", "rollback", "prod", "--to", "1", "--expected-revision", "1", token=bob
+    )
     assert "revision_conflict" in stale
 
-    third = cli.ok("rollback", "prod", "--to", "1", token=bob)
+    third = cli.ok("channel", "rollback", "prod", "--to", "1", token=bob)
     assert third["revision"] == 3
     assert third["library_digest"] == first["library_digest"]
-    assert cli.ok("revoke", str(update["id"]), token=bob)["state"] == "revoked"
+    assert cli.ok("adapter", "revoke", str(update["id"]), token=bob)["state"] == "revoked"
 
     shown, waited, revisions, listed, audit, *_ = parallel(
         functools.partial(cli.ok, "channel", "show", "prod", token=alice),
@@ -235,7 +241,8 @@ def test_people_get_tables_and_errors_are_one_line(sqlite_cli: Cli, tmp_path: Pa
     admin = cli.token("root", "admin")
     done = cli.run("capability", "create", "plan", "--description", "plan it", token=admin)
     assert done.returncode == 0
-    assert "plan it" in done.stdout
+    assert done.stdout == "created capability plan\n"  # a mutation: one line
+    assert "plan it" in cli.run("capability", "list", token=admin).stdout
     table, missing, anonymous, duplicate, not_peft = parallel(
         functools.partial(cli.run, "capability", "list", token=admin),
         functools.partial(cli.fails, "adapter", "show", "999", token=admin),
@@ -255,13 +262,14 @@ def test_people_get_tables_and_errors_are_one_line(sqlite_cli: Cli, tmp_path: Pa
     assert "conflict" in duplicate
     assert "adapter_config.json" in not_peft
 
-    usage = cli.run("promote", "prod", "--adapter", "plan", token=admin)
+    usage = cli.run("channel", "promote", "prod", "--adapter", "plan", token=admin)
     assert usage.returncode == 2
     assert "CAPABILITY=VERSION (write=2)" in usage.stderr
     nowhere = "http://127.0.0.1:9"
-    unreachable = cli.fails("channel", "show", "prod", "--url", nowhere, token="x")
+    unreachable = cli.fails("channel", "show", "prod", "--registry", nowhere, token="x")
     assert unreachable.startswith("Error: unavailable: cannot reach the registry")
-    assert cli.fails("gate", "prod", "--adapter", "plan=1", "--url", nowhere, code=2)
+    gate = ("channel", "gate", "prod", "--adapter", "plan=1")
+    assert cli.fails(*gate, "--registry", nowhere, code=2)
     no_database = "postgresql+psycopg://postgres@127.0.0.1:9/none"
     no_db = cli.fails(
         "token", "create", "--name", "x", "--role", "admin", "--database-url", no_database
@@ -367,9 +375,9 @@ def test_gate_refuses_a_regression_with_exit_code_1(sqlite_cli: Cli, tmp_path: P
     for seed in (1, 2):
         path = factories.write_adapter(tmp_path / f"write{seed}", seed=seed)
         ids.append(cli.ok("adapter", "push", path, "--capability", "write", token=alice)["id"])
-        cli.ok("approve", str(ids[-1]), token=bob)
+        cli.ok("adapter", "approve", str(ids[-1]), token=bob)
     serving, candidate = ids
-    cli.ok("promote", "prod", "--create", "--adapter", f"write=#{serving}", token=bob)
+    cli.ok("channel", "promote", "prod", "--create", "--adapter", f"write=#{serving}", token=bob)
 
     with RegistryClient(cli.registry.url, bob) as client:
         client.create_benchmark(
@@ -383,17 +391,17 @@ def test_gate_refuses_a_regression_with_exit_code_1(sqlite_cli: Cli, tmp_path: P
             )  # fmt: skip
 
     assignment = ("--adapter", f"write=#{candidate}")
-    checked = cli.run("gate", "prod", *assignment, "--json", token=bob)
+    checked = cli.run("channel", "gate", "prod", *assignment, "--json", token=bob)
     assert checked.returncode == 1, checked.stderr
     report = json.loads(checked.stdout)
     assert report["passed"] is False
     [check] = report["checks"]
     assert (check["verdict"], check["baseline"], check["candidate"]) == ("fail", 0.80, 0.70)
-    promoting = cli.run("promote", "prod", *assignment, token=bob)
+    promoting = cli.run("channel", "promote", "prod", *assignment, token=bob)
     assert promoting.returncode == 1
     link = f"{cli.registry.url}/gates?channel=prod"
     assert f"gate: FAILED (1 of 1 checks did not pass); report: {link}" in promoting.stdout
-    refused = cli.fails("promote", "prod", *assignment, token=bob)
+    refused = cli.fails("channel", "promote", "prod", *assignment, token=bob)
     assert "gate_failed" in refused
     assert "report-quality" in refused
     assert cli.ok("channel", "show", "prod", token=bob)["revision"] == 1  # nothing written

@@ -83,14 +83,14 @@ def seeded(cli: Cli, tmp_path: Path) -> dict[str, Any]:
     cli.ok("capability", "create", "write", "--description", "w", token=tokens["admin"])
     adapter = factories.write_adapter(tmp_path / "write", seed=1)
     pushed = cli.ok("adapter", "push", adapter, "--capability", "write", token=tokens["publisher"])
-    cli.ok("approve", str(pushed["id"]), token=tokens["approver"])
+    cli.ok("adapter", "approve", str(pushed["id"]), token=tokens["approver"])
     return {"tokens": tokens, "adapter": pushed, "backbone": backbone}
 
 
 def test_promote_to_a_typo_is_refused_unless_create(cli: Cli, seeded: dict[str, Any]) -> None:
     bob = seeded["tokens"]["approver"]
     assignment = ("--adapter", f"write=#{seeded['adapter']['id']}")
-    refused = cli.one_line(cli.run("promote", "prdo", *assignment, token=bob), 1)
+    refused = cli.one_line(cli.run("channel", "promote", "prdo", *assignment, token=bob), 1)
     assert refused.startswith("Error: not_found: channel 'prdo' does not exist")
     assert "--create" in refused
     assert cli.ok("channel", "list", token=bob) == []
@@ -102,26 +102,28 @@ def test_promote_to_a_typo_is_refused_unless_create(cli: Cli, seeded: dict[str, 
     )
     assert (answer.status_code, answer.json()["error"]) == (404, "not_found")
 
-    made = cli.ok("promote", "prod", "--create", *assignment, token=bob)
+    made = cli.ok("channel", "promote", "prod", "--create", *assignment, token=bob)
     assert made["revision"]["revision"] == 1
     assert [c["channel"] for c in cli.ok("channel", "list", token=bob)] == ["prod"]
     # --create on a channel that exists is a plain promotion (no second channel)
     second = factories.write_adapter(cli.cwd / "write2", seed=2)
     alice = seeded["tokens"]["publisher"]
     pushed = cli.ok("adapter", "push", second, "--capability", "write", token=alice)
-    cli.ok("approve", str(pushed["id"]), token=bob)
-    again = cli.ok("promote", "prod", "--create", "--adapter", f"write=#{pushed['id']}", token=bob)
+    cli.ok("adapter", "approve", str(pushed["id"]), token=bob)
+    again = cli.ok(
+        "channel", "promote", "prod", "--create", "--adapter", f"write=#{pushed['id']}", token=bob
+    )
     assert again["revision"]["revision"] == 2
 
 
 def test_gate_on_an_unknown_channel_is_exit_2(cli: Cli, seeded: dict[str, Any]) -> None:
     bob = seeded["tokens"]["approver"]
     assignment = ("--adapter", f"write=#{seeded['adapter']['id']}")
-    line = cli.one_line(cli.run("gate", "prdo", *assignment, token=bob), 2)
+    line = cli.one_line(cli.run("channel", "gate", "prdo", *assignment, token=bob), 2)
     assert "channel 'prdo' does not exist" in line
     # the gate of a promotion that would create the channel can be checked
     created = ("--create", "--allow-ungated")  # no benchmark: exit 1 without the flag
-    assert cli.run("gate", "prdo", *created, *assignment, token=bob).returncode == 0
+    assert cli.run("channel", "gate", "prdo", *created, *assignment, token=bob).returncode == 0
     assert cli.ok("channel", "list", token=bob) == []
 
 
@@ -197,8 +199,8 @@ def test_token_revoke_in_the_database(tmp_path: Path) -> None:
 def test_tables_never_cut_a_digest(cli: Cli, seeded: dict[str, Any]) -> None:
     """Piped (no terminal, no COLUMNS), every digest a user copies is whole on one line."""
     bob = seeded["tokens"]["approver"]
-    cli.ok("promote", "prod", "--create", "--adapter", f"write=#{seeded['adapter']['id']}",
-           token=bob)  # fmt: skip
+    served = f"write=#{seeded['adapter']['id']}"
+    cli.ok("channel", "promote", "prod", "--create", "--adapter", served, token=bob)
     revision = cli.ok("channel", "show", "prod", token=bob)
     digests = [
         revision["library_digest"],

@@ -72,8 +72,30 @@ def test_nodes_table_and_channel_filter(fleet) -> None:
     server, world = fleet
     table = weact(server, world.tokens["reader"], "nodes", "--channel", "prod").stdout
     assert "2 node(s)" in table
-    rows = {line.split()[1]: line for line in table.splitlines() if "gpu-" in line}
+    rows = {line.split()[0]: line for line in table.splitlines() if "gpu-" in line}
     assert set(rows) == {"gpu-a", "gpu-b"}
     assert "FAILED" in rows["gpu-b"]
     assert "stale" in rows["gpu-b"]
     assert "FAILED" not in rows["gpu-a"]
+
+
+def test_the_nodes_table_fits_100_columns_and_never_folds_a_digest() -> None:
+    from rich.console import Console
+
+    from registry.cli.nodes import render_nodes
+
+    digest = "0123456789abcdef" * 4
+    node = {"id": "gpu-node-eu-west-1ab", "channel": "prod", "revision": 12, "head": 13,
+            "lag": 1, "audit_ok": False, "heartbeat_age_s": 95.2, "stale": True,
+            "library_digest": digest}  # fmt: skip
+    console = Console(width=100, record=True)
+    console.print(render_nodes([node]))
+    lines = [line.rstrip() for line in console.export_text().splitlines()]
+    (row,) = [line for line in lines if "gpu-node-eu-west-1ab " in line]
+    assert max(map(len, lines)) <= 100
+    for word in ("prod", "FAILED", "95 s", "stale", digest[:12] + "…"):
+        assert word in row
+    assert all(digest[12:24] not in line for line in lines)  # no folded second half
+    header = next(line for line in lines if line.split()[:1] == ["node"])
+    assert header.split() == ["node", "channel", "rev", "head", "lag", "audit", "beat", "stale",
+                              "library"]  # fmt: skip

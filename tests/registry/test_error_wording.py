@@ -51,7 +51,7 @@ def test_a_misspelt_channel_does_not_exist_and_the_close_one_is_offered(world: W
     )
     assert detail == (
         "channel 'prdo' does not exist (did you mean 'prod'?); create it explicitly: "
-        "`weact promote --create`"
+        "`weact channel promote --create`"
     )
 
 

@@ -89,7 +89,7 @@ def _setup(served: Served) -> tuple[RegistryClient, RegistryClient, RegistryClie
 def _weact_gate(served: Served, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WEACT_URL": served.registry.url, "WEACT_TOKEN": served.tokens["reader"]}
     return subprocess.run(
-        [*weact_command(), "gate", "prod", *args],
+        [*weact_command(), "channel", "gate", "prod", *args],
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 

@@ -53,6 +53,26 @@ def test_a_silent_node_is_stale(world: World) -> None:
     assert not beat(world, "gpu-1", revision)["stale"]  # heard from again
 
 
+def silent_for(world: World, seconds: float) -> None:
+    with world.api.db.write() as session:
+        then = utcnow() - timedelta(seconds=seconds)
+        session.execute(update(SqlNode).values(last_heartbeat=then))
+
+
+@pytest.mark.parametrize(("interval", "fresh", "missed"), [(None, 19, 21), (3.0, 5, 7)])
+def test_a_node_is_stale_after_two_missed_heartbeats(
+    world: World, interval: float | None, fresh: float, missed: float
+) -> None:
+    """2 x the interval the node states (10 s when it states none), not a fixed minute."""
+    revision = world.promote({"write": world.approved()["id"]})["revision"]["revision"]
+    stated = {} if interval is None else {"heartbeat_s": interval}
+    assert beat(world, "gpu-1", revision, **stated)["heartbeat_s"] == interval
+    silent_for(world, fresh)
+    assert not world.api.ok("GET", "/nodes", "reader")[0]["stale"]
+    silent_for(world, missed)
+    assert world.api.ok("GET", "/nodes", "reader")[0]["stale"]
+
+
 def test_staleness_changes_are_events(world: World) -> None:
     def reports() -> int:
         events = world.api.ok("GET", "/events?limit=1000", "reader")
@@ -69,7 +89,7 @@ def test_staleness_changes_are_events(world: World) -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("library_digest", "xyz"), ("lag", -1), ("stale", "maybe"), ("extra", 1)],
+    [("library_digest", "xyz"), ("lag", -1), ("stale", "maybe"), ("extra", 1), ("heartbeat_s", 0)],
 )
 def test_bad_status_fields_are_refused(world: World, field: str, value: object) -> None:
     audit = {"ok": True}

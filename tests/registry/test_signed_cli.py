@@ -124,7 +124,7 @@ def test_a_strict_registry_takes_only_signed_pushes_and_approvals(
     pushed = weact.ok(*push, "--key", "keys/pub.key", token=alice)
     assert pushed["existing"] is False  # the refused pushes left no version behind
 
-    approve = ("approve", str(pushed["id"]))
+    approve = ("adapter", "approve", str(pushed["id"]))
     assert "sign the approval" in weact.fails(*approve, token=bob)
     assert "in no approve role" in weact.fails(*approve, "--key", "keys/stranger.key", token=bob)
     assert "in no approve role" in weact.fails(*approve, "--key", "keys/pub.key", token=bob)
@@ -132,17 +132,17 @@ def test_a_strict_registry_takes_only_signed_pushes_and_approvals(
 
     pulled = tmp_path / "pulled"
     weact.ok("adapter", "pull", str(pushed["id"]), "--to", pulled, token=bob)
-    verdict = weact.ok("verify", pulled, "--root", "root.json", "--channel", "prod")
+    verdict = weact.ok("adapter", "verify", pulled, "--root", "root.json", "--channel", "prod")
     assert (verdict["capability"], len(verdict["publishers"]), len(verdict["approvers"])) == (
         "write", 1, 1,
     )  # fmt: skip
     assert "no approve role for 'staging'" in weact.fails(
-        "verify", pulled, "--root", "root.json", "--channel", "staging"
+        "adapter", "verify", pulled, "--root", "root.json", "--channel", "staging"
     )
     config = json.loads((pulled / "adapter_config.json").read_text())
     (pulled / "adapter_config.json").write_text(json.dumps({**config, "lora_alpha": 999}))
     assert "no publisher statement names these weights" in weact.fails(
-        "verify", pulled, "--root", "root.json"
+        "adapter", "verify", pulled, "--root", "root.json"
     )
 
     listed = httpx.get(
@@ -195,8 +195,8 @@ def test_approvers_sign_channel_revisions_and_the_registry_signs_timestamps(
     pushed = weact.ok(
         "adapter", "push", adapter, "--capability", "write", "--key", "keys/pub.key", token=alice
     )
-    weact.ok("approve", str(pushed["id"]), "--key", "keys/ap1.key", token=bob)
-    promote = ("promote", "prod", "--adapter", f"write={pushed['id']}", "--create")
+    weact.ok("adapter", "approve", str(pushed["id"]), "--key", "keys/ap1.key", token=bob)
+    promote = ("channel", "promote", "prod", "--adapter", f"write={pushed['id']}", "--create")
     revision = weact.ok(*promote, "--key", "keys/ap1.key", token=bob)["revision"]
     sign = ("channel", "sign", "prod", "--revision", "1")
     assert weact.ok(*sign, "--key", "keys/ap2.key", token=bob)["revision"] == 1

@@ -169,4 +169,7 @@ def test_a_fleet_follows_promotions_rollbacks_and_revokes(
                 )
 
             eventually(reported, what=f"heartbeats of revision 6, clean: {node_rows(world)}")
+            assert {row["heartbeat_s"] for row in node_rows(world).values()} == {0.5}
+            for node in nodes:  # dozens of heartbeats by now, and not a line each
+                assert "httpx" not in node.log.read_text()
         world.close()

@@ -48,7 +48,9 @@ def test_smollm2_conversion_round_trip(
     out = smollm2_dir(tmp_path, steps=clikit.progress.steps)
     steps = [line for line in capsys.readouterr().err.splitlines() if "convert SmolLM2" in line]
     assert [line.split(" ", 4)[3] for line in steps[:-1]] == ["1/3", "2/3", "3/3"]
-    assert steps[0] == f"convert SmolLM2: step 1/3 load and dequantise {smollm2_gguf().name}"
+    first = f"convert SmolLM2: step 1/3 load and dequantise {smollm2_gguf().name} ("
+    assert steps[0].startswith(first)  # then the elapsed time, and from step 2 the ETA
+    assert ", ETA " in steps[2]
     assert steps[-1].startswith("convert SmolLM2: done in ")
     assert smollm2_dir(tmp_path, steps=clikit.progress.steps) == out  # cached: no conversion
     assert "convert SmolLM2" not in capsys.readouterr().err

@@ -87,7 +87,7 @@ def runtime_node(
     argv = weact_command() + [
         "runtime", "serve", "--backbone", str(backbone), "--policy", "soft", "--no-kb",
         "--registry", registry_url, "--registry-token", registry_token, "--channel", channel,
-        "--node-id", node_id, "--library-dir", str(workdir / "library"), "--token", token,
+        "--node-id", node_id, "--library-dir", str(workdir / "library"), "--client-token", token,
         "--port", str(port), "--heartbeat", str(heartbeat_s), "--poll-wait", "30",
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in _ENV_DROPPED}

@@ -23,7 +23,7 @@ def test_inspect_json_matches_the_samples(data, tiny_backbone, tokenizer) -> Non
     from trainers.trajectory import read_trajectories
 
     result = CliRunner().invoke(
-        app, ["train", "inspect", str(data), "--backbone", str(tiny_backbone), "--json"]
+        app, ["data", "inspect", str(data), "--backbone", str(tiny_backbone), "--json"]
     )
     assert result.exit_code == 0, result.output
     lines = [json.loads(x) for x in result.output.splitlines()]
@@ -35,7 +35,7 @@ def test_inspect_json_matches_the_samples(data, tiny_backbone, tokenizer) -> Non
 def test_inspect_dims_unsupervised_tokens(data, tiny_backbone) -> None:
     result = CliRunner().invoke(
         app,
-        ["train", "inspect", str(data), "--backbone", str(tiny_backbone), "--capability", "plan"],
+        ["data", "inspect", str(data), "--backbone", str(tiny_backbone), "--capability", "plan"],
         env={"FORCE_COLOR": "1", "NO_COLOR": None, "TERM": "xterm"},
     )
     assert result.exit_code == 0, result.output
@@ -47,7 +47,7 @@ def test_inspect_dims_unsupervised_tokens(data, tiny_backbone) -> None:
 def test_generate_writes_jsonl(tmp_path) -> None:
     out = tmp_path / "g.jsonl"
     result = CliRunner().invoke(
-        app, ["train", "generate", str(out), "--n", "3", "--phases", "plan,code"]
+        app, ["data", "generate", str(out), "--n", "3", "--phases", "plan,code"]
     )
     assert result.exit_code == 0, result.output
     assert len(out.read_text().splitlines()) == 3
@@ -117,7 +117,9 @@ def test_merge_progress_goes_to_stderr_and_json_stdout_stays_one_document(
         "adapters": [str(a), str(b)],
         "out": str(out),
     }
-    *lines, done = forced.stderr.splitlines()
+    *timed, done = forced.stderr.splitlines()
+    lines = [re.sub(r" \((\d+\.\d s)(, ETA \d+\.\d s)?\)$", "", line) for line in timed]
+    assert all(", ETA " in line for line in timed[1:])
     assert lines == [
         f"merge ties: step 1/4 read {a}",
         f"merge ties: step 2/4 read {b}",

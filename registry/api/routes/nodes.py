@@ -45,6 +45,7 @@ def post_heartbeat(
             library_digest=body.library_digest,
             stale=body.stale,
             lag=body.lag,
+            heartbeat_s=body.heartbeat_s,
         )
         return NodePublic.of(fleet_health.status_of(session=session, node=node))
 

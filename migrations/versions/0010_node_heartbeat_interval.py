@@ -1,0 +1,30 @@
+"""nodes' heartbeat interval (a node is stale after 2 missed heartbeats)
+
+Revision ID: 0010
+Revises: 0009
+
+- ``nodes.heartbeat_s``: the interval a node states in each heartbeat; the fleet view calls
+  a node stale once it is silent for twice that (nodes that stated none: twice 10 s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0010"
+down_revision: str | None = "0009"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("nodes") as batch_op:
+        batch_op.add_column(sa.Column("heartbeat_s", sa.Float(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("nodes") as batch_op:
+        batch_op.drop_column("heartbeat_s")
