@@ -1,7 +1,7 @@
 """nodes' heartbeat interval (a node is stale after 2 missed heartbeats)
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 
 - ``nodes.heartbeat_s``: the interval a node states in each heartbeat; the fleet view calls
   a node stale once it is silent for twice that (nodes that stated none: twice 10 s).
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0010"
-down_revision: str | None = "0009"
+revision: str = "0011"
+down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
