@@ -38,6 +38,8 @@ def check_node_id(node_id: str) -> str:
 
 ADAPTER_NAME_RE = re.compile(r"^([a-z][a-z0-9_+-]{0,63})@([0-9]{1,9})$")
 ADAPTER_ID_RE = re.compile(r"^#?([0-9]{1,9})$")
+# what the API's path parameter accepts: a name, or an id without leading zeros
+ADAPTER_REF_PATTERN = r"^([a-z][a-z0-9_+-]{0,63}@[0-9]{1,9}|#?[1-9][0-9]{0,8})$"
 
 
 @dataclass(frozen=True)

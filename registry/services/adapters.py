@@ -63,7 +63,6 @@ SORTS = {
     "label": (SqlAdapterVersion.label.is_(None), SqlAdapterVersion.label, SqlAdapterVersion.id),
 }
 """How `list_adapters` orders versions (each order is total: ties fall back to the id)."""
-KEYSET_SORTS = ("oldest", "newest")  # the orders `after` pages (by id)
 
 
 @dataclass(frozen=True)
@@ -354,21 +353,20 @@ def list_adapters(
     """Adapters filtered by capability name, backbone root, state, `key=value` tags (all),
     label, parent and text in the model card; ordered by `sort` (one of `SORTS`).
 
-    Pages: `after` (keyset, with the `oldest` and `newest` orders: the versions past that
-    id, so the next page starts after the last id of this one; its cost does not grow with
-    the page's depth) or `offset` (skipped rows are still read). `total` counts every
-    match, whatever the page.
+    `after` keeps the versions past that id (above it; below it with the `newest` order):
+    with the `oldest` and `newest` orders it pages by key (the next page starts after the
+    last id of this one, and its cost does not grow with the page's depth, unlike
+    `offset`, whose skipped rows are still read). `total` counts every match, whatever the
+    page.
     """
     if not 1 <= limit <= MAX_PAGE or offset < 0:
         raise InvalidError(f"limit must be 1..{MAX_PAGE} and offset >= 0")
-    if after is not None and (after < 0 or offset):
-        raise InvalidError("after must be >= 0, and is not combined with offset")
+    if after is not None and after < 0:
+        raise InvalidError("after must be >= 0")
     if state is not None and state not in {s.value for s in AdapterState}:
         raise InvalidError(f"unknown state {state!r}; one of {[s.value for s in AdapterState]}")
     if sort not in SORTS:
         raise InvalidError(f"unknown sort {sort!r}; one of {list(SORTS)}")
-    if after is not None and sort not in KEYSET_SORTS:
-        raise InvalidError(f"after pages the orders {list(KEYSET_SORTS)}, not {sort!r}")
     query = select(SqlAdapterVersion).join(SqlAdapterVersion.capability)
     if capability is not None:
         query = query.where(SqlCapability.name == capability)

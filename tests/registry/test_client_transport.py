@@ -255,6 +255,15 @@ def _calls(tmp_path: Path) -> dict[str, Callable[[RegistryClient], Any]]:
         "list_nodes": lambda c: c.list_nodes(),
         "list_events": lambda c: c.list_events(),
         "verify_events": lambda c: c.verify_events(),
+        "channel_revision": lambda c: c.channel_revision("prod", 1),
+        "sign_channel_revision": lambda c: c.sign_channel_revision(
+            "prod", 1, CryptoSigner.generate_ed25519()
+        ),
+        "revision_metadata": lambda c: c.revision_metadata("prod", 1),
+        "channel_timestamp": lambda c: c.channel_timestamp("prod"),
+        "get_trust": lambda c: c.get_trust(),
+        "get_trust_root": lambda c: c.get_trust_root(),
+        "publish_trust_root": lambda c: c.publish_trust_root({"signed": {}, "signatures": []}),
     }
 
 

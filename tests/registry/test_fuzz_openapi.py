@@ -43,6 +43,8 @@ UNSTATABLE = {
     # a stated root that is not the one the tensors give; a parameter count (the sum of the
     # products of the shapes) over what a BIGINT holds
     "POST /v1/backbones": ("invalid manifest: stated root ", "a backbone manifest of over "),
+    # TUF root metadata: its signatures, roles and expiry (python-tuf's Metadata parser)
+    "POST /v1/trust/root": ("the published root: ",),
 }
 EXAMPLES = 6
 ROLES = [key for key in PRINCIPALS if key != "self_approver"]

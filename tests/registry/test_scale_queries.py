@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 
 from registry.db.session import Database
 from registry.domain import AdapterVersion, Principal, Role
-from registry.errors import InvalidError
 from registry.services import adapters, backbones, capabilities, lifecycle, lineage
 from storage import open_store
 
@@ -193,7 +192,16 @@ def test_a_long_chain_is_found_whole(built: tuple[Database, list[AdapterVersion]
     assert [a.id for a in found.ancestors] == sorted(a.id for a in found.ancestors)
 
 
-def test_after_pages_only_the_orders_by_id(built: tuple[Database, list[AdapterVersion]]) -> None:
-    db, _ = built
-    with db.read() as session, pytest.raises(InvalidError, match="after pages the orders"):
-        adapters.list_adapters(session=session, limit=5, after=3, sort="name")
+def test_after_keeps_the_versions_past_it_in_any_order(
+    built: tuple[Database, list[AdapterVersion]],
+) -> None:
+    db, every = built
+    with db.read() as session:
+        named = adapters.list_adapters(
+            session=session, limit=adapters.MAX_PAGE, after=3, sort="name"
+        )
+        skipped = adapters.list_adapters(
+            session=session, limit=adapters.MAX_PAGE, after=3, offset=2
+        )
+    assert sorted(a.id for a in named.items) == [a.id for a in every if a.id > 3]
+    assert [a.id for a in skipped.items] == [a.id for a in every if a.id > 3][2:]

@@ -196,7 +196,7 @@ def test_approvers_sign_channel_revisions_and_the_registry_signs_timestamps(
         "adapter", "push", adapter, "--capability", "write", "--key", "keys/pub.key", token=alice
     )
     weact.ok("adapter", "approve", str(pushed["id"]), "--key", "keys/ap1.key", token=bob)
-    promote = ("channel", "promote", "prod", "--adapter", f"write={pushed['id']}", "--create")
+    promote = ("channel", "promote", "prod", "--adapter", f"write=#{pushed['id']}", "--create")
     revision = weact.ok(*promote, "--key", "keys/ap1.key", token=bob)["revision"]
     sign = ("channel", "sign", "prod", "--revision", "1")
     assert weact.ok(*sign, "--key", "keys/ap2.key", token=bob)["revision"] == 1

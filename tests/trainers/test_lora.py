@@ -72,6 +72,7 @@ def test_training_lowers_masked_nll_and_keeps_frozen_weights(
     )
     assert trained["plan"].mean < 0.85 * untrained["plan"].mean
     assert sorted(p.name for p in result.out.iterdir()) == [
+        "README.md",  # the model card
         "adapter_config.json",
         "adapter_model.safetensors",
         "training.json",

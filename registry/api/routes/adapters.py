@@ -20,6 +20,7 @@ from registry.api.schemas import (
     LineagePublic,
 )
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page
+from registry.names import ADAPTER_REF_PATTERN
 from registry.services import (
     adapter_names,
     adapters,
@@ -83,7 +84,8 @@ def get_adapters(
         Query(
             ge=0,
             le=MAX_DB_INT,
-            description="Keyset page (oldest or newest order): the versions past this id.",
+            description="The versions past this id (below it with sort=newest): keyset "
+            "pages in the oldest and newest orders.",
         ),
     ] = None,
     tag: Annotated[
@@ -136,7 +138,14 @@ def post_tags(
 
 @router.get("/adapters/by-name/{name}", response_model=AdapterPublic, responses=errors(404, *READ))
 def get_adapter_by_name(
-    name: Annotated[str, Path(max_length=80, description="`write@2`, or an id: `#6`, `6`.")],
+    name: Annotated[
+        str,
+        Path(
+            max_length=80,
+            pattern=ADAPTER_REF_PATTERN,
+            description="`write@2`, or an id: `#6`, `6`.",
+        ),
+    ],
     state: StateDep,
     _reader: Reader,
     backbone: Annotated[
