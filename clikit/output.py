@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 from rich.console import Console, RenderableType
+from rich.text import Text
 
 PIPED_WIDTH = 400
 """Columns of a table written to a pipe or file (rich's default there is 80, which cut
@@ -63,4 +64,6 @@ class Output:
         if self.as_json:
             click.echo(json.dumps(data, indent=2, sort_keys=True))
         else:
-            self.console.print(render(data))
+            shown = render(data)
+            # a line of text is never folded (a digest or a date copied from it stays whole)
+            self.console.print(shown, soft_wrap=isinstance(shown, str | Text))

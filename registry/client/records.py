@@ -185,6 +185,7 @@ class Node(TypedDict):
     head: int | None
     lag: int | None
     heartbeat_age_s: float
+    heartbeat_s: float | None  # the interval the node stated
     stale: bool
 
 
