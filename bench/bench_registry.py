@@ -26,9 +26,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from synthetic import (  # noqa: E402
     adapter_files,
     backbone_manifest_json,
-    scratch_database,
+    bench_database,
     write_adapter,
     write_backbone,
 )
@@ -218,19 +218,10 @@ def _concurrent(url: str, secret: str, clients: int, seconds: float) -> list[flo
         return [x for f in futures for x in f.result()]
 
 
-@contextmanager
-def _database(kind: str, tmp: Path, pg_url: str) -> Iterator[str]:
-    if kind == "sqlite":
-        yield f"sqlite:///{tmp / 'registry.db'}"
-        return
-    with scratch_database(pg_url) as url:
-        yield url
-
-
 def _bench(kind: str, args: argparse.Namespace) -> dict[str, object]:
     with (
         tempfile.TemporaryDirectory() as tmp_dir,
-        _database(kind, Path(tmp_dir), args.pg_url) as url,
+        bench_database(kind, Path(tmp_dir), args.pg_url) as url,
     ):
         tmp = Path(tmp_dir)
         upgrade(url)

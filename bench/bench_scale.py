@@ -30,8 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -41,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from scale_seed import Seeded, seed  # noqa: E402
-from synthetic import scratch_database  # noqa: E402
+from synthetic import bench_database  # noqa: E402
 
 from registry.db.migrate import upgrade  # noqa: E402
 from registry.db.session import Database  # noqa: E402
@@ -141,19 +140,10 @@ def _child(command: str, database_url: str, store_url: str) -> None:
     print(json.dumps({"seconds": seconds, "rss_mib": rss}))
 
 
-@contextmanager
-def _database(kind: str, tmp: Path, pg_url: str) -> Iterator[str]:
-    if kind == "sqlite":
-        yield f"sqlite:///{tmp / 'registry.db'}"
-        return
-    with scratch_database(pg_url, prefix="weact_scale") as url:
-        yield url
-
-
 def bench_one(kind: str, versions: int, args: argparse.Namespace) -> dict:
     with (
         tempfile.TemporaryDirectory() as tmp_dir,
-        _database(kind, Path(tmp_dir), args.pg_url) as url,
+        bench_database(kind, Path(tmp_dir), args.pg_url, prefix="weact_scale") as url,
     ):
         tmp = Path(tmp_dir)
         upgrade(url)

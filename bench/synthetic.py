@@ -158,3 +158,13 @@ class Seeded:
     def close(self) -> None:
         for client in (self.admin, self.publisher, self.approver):
             client.close()
+
+
+@contextmanager
+def bench_database(kind: str, tmp: Path, pg_url: str, prefix: str = "weact_bench") -> Iterator[str]:
+    """A database URL for a bench: a file under `tmp` (sqlite) or a scratch PostgreSQL one."""
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp / 'registry.db'}"
+        return
+    with scratch_database(pg_url, prefix=prefix) as url:
+        yield url
