@@ -13,6 +13,9 @@
     │   ├── RevisionConflictError                 revision_conflict     409
     │   └── GateFailedError                       gate_failed           409 (detail = report)
     ├── PayloadTooLargeError (ValueError)         payload_too_large     413
+    ├── ReplayError (ValueError)                  replay                client side: a trained
+    │                                                                   directory whose push
+    │                                                                   would replay data
     ├── UnexpectedResponseError                   bad_response          client side: an answer
     │                                                                   that is not the API's
     └── RegistryUnavailableError (ConnectionError) unavailable         503 with Retry-After:
@@ -122,6 +125,14 @@ class StaleMetadataError(UntrustedError):
 
 class PayloadTooLargeError(RegistryError, ValueError):
     code = "payload_too_large"
+
+
+class ReplayError(RegistryError, ValueError):
+    """Publishing a trained directory would replay data (`registry.client.replay`): its
+    samples supervise another capability, or an ancestor already used a data file. Raised
+    by the client before anything is uploaded, unless replay is allowed."""
+
+    code = "replay"
 
 
 class UnexpectedResponseError(RegistryError):

@@ -5,9 +5,11 @@ TrainerError
 ├── NoSamplesError (+ ValueError)        the data holds no phase of the requested capability
 ├── AdapterSpecError (+ ValueError)      a bad `NAME=DIR` adapter, or adapters that do not fit
 ├── RootChangedError (+ RuntimeError)    the backbone or a frozen adapter changed in training
-├── ReplayError (+ ValueError)           publishing data of other capabilities / old data
 ├── MergeError (+ ValueError)            adapters that cannot be merged, unknown method
 └── OutputExistsError (+ FileExistsError) an output directory that is not empty
+
+Publishing that would replay data is refused with `registry.errors.ReplayError`: the check
+(`registry.client.replay`) is the one `weact adapter push` of a trained directory runs too.
 """
 
 from __future__ import annotations
@@ -75,10 +77,6 @@ class RootChangedError(TrainerError, RuntimeError):
         super().__init__(
             "refusing to publish: weights that must stay frozen changed\n  " + "\n  ".join(lines)
         )
-
-
-class ReplayError(TrainerError, ValueError):
-    """Publishing would record replayed data without `allow_replay`."""
 
 
 class MergeError(TrainerError, ValueError):

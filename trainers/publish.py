@@ -4,9 +4,9 @@ The adapter directory written by `trainers.lora.train_lora` carries `training.js
 data files and their digests, the capabilities its samples supervise, hyper-parameters, seed,
 the backbone's manifest root, the frozen roots checked after training and the job's world
 size and launcher (`distributed`), which `provenance.trainer` carries. Publishing refuses
-(ReplayError) unless `allow_replay`, then records `replay: true`, when
-- the samples supervise another capability than the one published, or
-- a data file was already used by the parent or one of its ancestors (old data replayed).
+replay (`registry.client.replay.refuse_replay`, the check `weact adapter push` of such a
+directory runs too: `registry.errors.ReplayError`) unless `allow_replay`, then records
+`replay: true`.
 Before that, the manifest roots of the backbone and frozen adapter files used in training are
 recomputed; any change raises RootChangedError. Nothing is uploaded when publishing is refused.
 """
@@ -24,11 +24,12 @@ from typing import Any
 from securesystemslib.signer import Signer
 
 from registry.client import Adapter, ProgressCallback, RegistryClient
+from registry.client.replay import refuse_replay
 from registry.client.transfers import training_provenance
 from storage.digest import sha256_file
 from storage.errors import StorageError
 from storage.manifest import manifest_of_path
-from trainers.errors import AdapterSpecError, ReplayError, RootChangedError
+from trainers.errors import AdapterSpecError, RootChangedError
 from trainers.lora import TRAINING_FILE
 
 
@@ -79,27 +80,6 @@ def check_files_unchanged(training: Mapping[str, Any]) -> None:
         raise RootChangedError(changed)
 
 
-def replay_reasons(
-    training: Mapping[str, Any], capability: str, old_digests: set[str]
-) -> list[str]:
-    reasons = []
-    others = sorted(set(training.get("covered", [])) - {capability})
-    if others:
-        reasons.append(f"the data supervises other capabilities: {others}")
-    reused = sorted({d["sha256"] for d in training.get("data", [])} & old_digests)
-    if reused:
-        reasons.append(f"data already used by an ancestor: {reused}")
-    return reasons
-
-
-def ancestor_digests(client: RegistryClient, parent_id: int | None) -> set[str]:
-    if parent_id is None:
-        return set()
-    lineage = client.lineage(parent_id)
-    chain = [*lineage["ancestors"], lineage["adapter"]]
-    return {d for a in chain for d in a["provenance"].get("data_digests", [])}
-
-
 def provenance(training: Mapping[str, Any], capability: str, replay: bool) -> dict[str, Any]:
     stated = training_provenance(training, capability)
     return {**stated, "replay": replay, "code_version": code_version()}
@@ -122,19 +102,20 @@ def publish_adapter(
     directory = Path(directory)
     training = read_training(directory)
     check_files_unchanged(training)
-    reasons = replay_reasons(training, capability, ancestor_digests(client, parent_id))
-    if reasons and not allow_replay:
-        raise ReplayError(
-            f"refusing to publish {capability!r} (use --allow-replay to record replay: true): "
-            + "; ".join(reasons)
-        )
+    replay = refuse_replay(
+        training,
+        client=client,
+        capability=capability,
+        parent_id=parent_id,
+        allow_replay=allow_replay,
+    )
     return client.push_adapter(
         directory,
         capability=capability,
         backbone=training["backbone_root"],
         parent_id=parent_id,
         label=label,
-        provenance=provenance(training, capability, bool(reasons)),
+        provenance=provenance(training, capability, replay),
         progress=progress,
         signer=signer,
     )

@@ -2,7 +2,8 @@
 
 A push carries the directory's README.md (model card) and training.json along; pushing
 bytes that a version already has answers with that version (`"existing": true`, a note on
-stderr), never a second one.
+stderr), never a second one. A directory holding training.json (made by `weact train`) goes
+through the replay check of `weact train --publish` (`registry.client.replay`) first.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from registry.cli.render import (
 )
 from registry.cli.trust import verify
 from registry.client import RegistryClient
+from registry.client.replay import refuse_replay
 from registry.client.transfers import TRAINING_FILE, training_provenance
 from registry.trust import load_signer
 from registry.trust.offline import SIGNATURES_FILE
@@ -83,6 +85,11 @@ def adapter() -> None:
     default=None,
     help="The publisher's private key: sign the version's identity (signed trust).",
 )
+@click.option(
+    "--allow-replay",
+    is_flag=True,
+    help="A trained directory: push anyway, recording replay: true.",
+)
 @client_command(mutation=True)
 def adapter_push(
     client: RegistryClient,
@@ -95,11 +102,26 @@ def adapter_push(
     provenance: Path | None,
     tags: dict[str, str],
     key_file: Path | None,
+    allow_replay: bool,
 ) -> None:
     """Upload a PEFT adapter DIRECTORY (with its README.md and training.json, if there) and
-    register it as a candidate version; bytes already registered answer with that version."""
-    stated = json.loads(provenance.read_text()) if provenance else trained(directory, capability)
+    register it as a candidate version; bytes already registered answer with that version.
+
+    A directory made by `weact train` (it holds training.json) is checked for replay as
+    `weact train --publish` checks it, and refused (exit 1) unless --allow-replay; its
+    provenance (from training.json, or --provenance) records the check's `replay`. A
+    directory without training.json is pushed as it is: no replay check, and no provenance
+    but --provenance's."""
+    stated = json.loads(provenance.read_text()) if provenance else None
     parent_id = client.resolve_adapter(parent, backbone_root) if parent else None
+    stated = checked_provenance(
+        client,
+        directory,
+        stated,
+        capability=capability,
+        parent_id=parent_id,
+        allow_replay=allow_replay,
+    )
     with transfer_progress(f"push {directory.name}") as progress:
         try:
             created = client.push_adapter(
@@ -123,14 +145,54 @@ def adapter_push(
     out.confirm({**created, "existing": False}, adapter_line("pushed"), render_adapter)
 
 
-def trained(directory: Path, capability: str) -> dict[str, Any] | None:
-    """The provenance the directory's training.json (from `weact train`) states, if any."""
+def checked_provenance(
+    client: RegistryClient,
+    directory: Path,
+    stated: Any,
+    *,
+    capability: str,
+    parent_id: int | None,
+    allow_replay: bool,
+) -> Any:
+    """The provenance to push: `stated` (--provenance) as it is for a directory without
+    training.json; for a trained one, `stated` or what its training.json states, with the
+    `replay` of `refuse_replay` (which raises `ReplayError` when replay is not allowed)."""
+    training = read_training(directory)
+    if training is None:
+        return stated
+    stated = trained(training, directory, capability) if stated is None else stated
+    if not isinstance(stated, dict):
+        raise click.UsageError("--provenance: not a JSON object")
+    replay = refuse_replay(
+        training,
+        client=client,
+        capability=capability,
+        parent_id=parent_id,
+        allow_replay=allow_replay,
+    )
+    return {**stated, "replay": replay}
+
+
+def read_training(directory: Path) -> dict[str, Any] | None:
+    """The directory's training.json (written by `weact train`), or None when it has none."""
     path = directory / TRAINING_FILE
     if not path.is_file():
         return None
     try:
-        return training_provenance(json.loads(path.read_text()), capability)
-    except (ValueError, AttributeError, TypeError) as exc:
+        training = json.loads(path.read_text())
+    except ValueError as exc:
+        raise click.UsageError(f"{path}: not a training.json of `weact train` ({exc})") from None
+    if not isinstance(training, dict):
+        raise click.UsageError(f"{path}: not a training.json of `weact train` (not an object)")
+    return training
+
+
+def trained(training: dict[str, Any], directory: Path, capability: str) -> dict[str, Any]:
+    """The provenance a training.json (from `weact train`) states."""
+    try:
+        return training_provenance(training, capability)
+    except (ValueError, AttributeError, TypeError, KeyError) as exc:
+        path = directory / TRAINING_FILE
         raise click.UsageError(f"{path}: not a training.json of `weact train` ({exc})") from None
 
 

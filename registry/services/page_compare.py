@@ -72,14 +72,14 @@ def adapter_extras(*, session: Session, store: BlobStore, adapter: AdapterVersio
     return AdapterExtras(sizes=sizes, scores=scores)
 
 
-def _config(left: AdapterVersion, right: AdapterVersion, names: dict[int, str]) -> list[ConfigRow]:
+def _config(left: AdapterVersion, right: AdapterVersion) -> list[ConfigRow]:
     trainer = "provenance.trainer"
     rows = [
         ConfigRow("capability", left.capability, right.capability),
         ConfigRow("backbone", left.backbone, right.backbone),
         ConfigRow("label", left.label, right.label),
         ConfigRow("state", left.state.value, right.state.value),
-        ConfigRow("parent", names.get(left.parent_id or 0), names.get(right.parent_id or 0)),
+        ConfigRow("parent", left.parent_name, right.parent_name),
         ConfigRow("rank", left.rank, right.rank),
         ConfigRow("alpha", left.alpha, right.alpha),
         ConfigRow("target modules", sorted(left.target_modules), sorted(right.target_modules)),
@@ -132,8 +132,6 @@ def compare_adapters(
     left = adapters.get_adapter(session=session, adapter_id=left_id)
     right = adapters.get_adapter(session=session, adapter_id=right_id)
     tensors, unchanged = _tensors(store, left, right)
-    parents = {a.parent_id for a in (left, right) if a.parent_id is not None}
-    names = page_queries.names_of(session=session, ids=parents)
     before = _latest(page_queries.adapter_evaluations(session=session, adapter_id=left_id))
     after = _latest(page_queries.adapter_evaluations(session=session, adapter_id=right_id))
     scores = [
@@ -142,7 +140,7 @@ def compare_adapters(
     return AdapterComparison(
         left=left,
         right=right,
-        config=_config(left, right, names),
+        config=_config(left, right),
         tensors=tensors,
         unchanged_tensors=unchanged,
         scores=scores,

@@ -66,7 +66,6 @@ class Overview:
     nodes: list[NodeStatus]
     chain: VerifyReport
     gates: list[GateRecord]
-    names: dict[int, str]  # the candidates' parents, by id
 
 
 @dataclass(frozen=True)
@@ -81,12 +80,6 @@ class AdapterListing:
     page: Page
     capabilities: list[Capability]
     backbones: list[Backbone]
-    names: dict[int, str]  # the parents of the versions on this page, by id
-
-
-def _parent_names(session: Session, found: Page) -> dict[int, str]:
-    parents = {a.parent_id for a in found.items if a.parent_id is not None}
-    return page_queries.names_of(session=session, ids=parents)
 
 
 @dataclass(frozen=True)
@@ -159,7 +152,6 @@ def overview(*, session: Session, waiting_page: int = 1) -> Overview:
         stats=stats.registry_stats(session=session),
         channels=channels.list_channels(session=session),
         candidates=waiting,
-        names=_parent_names(session, waiting),
         nodes=node_statuses(session=session),
         chain=events.verify_new(session=session),
         gates=page_queries.list_gate_reports(session=session, limit=RECENT),
@@ -206,7 +198,6 @@ def adapter_listing(
         page=found,
         capabilities=capabilities.list_capabilities(session=session),
         backbones=backbones.list_backbones(session=session),
-        names=_parent_names(session, found),
     )
 
 

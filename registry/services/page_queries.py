@@ -180,15 +180,3 @@ def score_series(*, session: Session, adapter_id: int) -> dict[str, list[ScorePo
         point = ScorePoint(adapter_id=adapter_id, version=version, score=score)
         latest.setdefault(f"{benchmark}@{benchmark_version}", {})[version] = point
     return {key: [points[v] for v in sorted(points)] for key, points in sorted(latest.items())}
-
-
-def names_of(*, session: Session, ids: set[int]) -> dict[int, str]:
-    """``capability@version`` of each of these version ids (one query; unknown ids left out)."""
-    if not ids:
-        return {}
-    rows = session.execute(
-        select(SqlAdapterVersion.id, SqlCapability.name, SqlAdapterVersion.version)
-        .join(SqlCapability, SqlAdapterVersion.capability_id == SqlCapability.id)
-        .where(SqlAdapterVersion.id.in_(sorted(ids)))
-    )
-    return {adapter_id: f"{name}@{version}" for adapter_id, name, version in rows}

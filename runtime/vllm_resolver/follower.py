@@ -95,8 +95,16 @@ class ServedFollower:
                                         name="weact-vllm-follow")  # fmt: skip
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, join_s: float = 10.0) -> None:
+        """Stop following; returns once the thread has ended (at most `join_s`), so that no
+        check nor heartbeat runs on a client its owner closes next."""
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join(join_s)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     # -- one round -------------------------------------------------------------------------
     def check(self, heads: Heads | None = None) -> dict[str, str]:

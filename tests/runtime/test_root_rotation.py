@@ -13,7 +13,7 @@ database directly, by the node.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip("peft")
 
-from support.fleet import PostgresUnavailable, fresh_pg_database  # noqa: E402
+from support.signed_world import KEYS, ORDER, eventually, make_root  # noqa: E402
 
 from registry.client import RegistryClient  # noqa: E402
 from registry.db.models import SqlTrustRoot  # noqa: E402
@@ -34,9 +34,6 @@ from runtime.follow import ChannelFollower  # noqa: E402
 from runtime.root_updates import RootChain  # noqa: E402
 from runtime.tiny import build_tiny_adapter  # noqa: E402
 from storage.manifest import manifest_of_path  # noqa: E402
-
-ORDER = ["plan", "search", "write"]
-KEYS = ("admin1", "admin2", "publisher", "approver1", "approver2", "approver3", "mallory")
 
 
 @dataclass
@@ -77,35 +74,9 @@ class World:
         return number
 
 
-def first_root(keys: Path) -> TrustRoot:
-    public = {name: load_public_key(keys / f"{name}.pub.json") for name in KEYS}
-    root = TrustRoot.create([public["admin1"], public["admin2"]], threshold=2)
-    root.add_key("publish:*", public["publisher"])
-    for name in ("approver1", "approver2", "approver3"):
-        root.add_key("approve:prod", public[name])
-    root.set_threshold("approve:prod", 2)
-    for name in ("admin1", "admin2"):
-        root.sign(load_signer(keys / f"{name}.key"))
-    return root
-
-
-@pytest.fixture(
-    scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
-def database(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    if request.param == "sqlite":
-        yield None
-        return
-    try:
-        with fresh_pg_database("weact_rotation") as url:
-            yield url
-    except PostgresUnavailable as exc:
-        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 unavailable: {exc}")
-
-
 @pytest.fixture(scope="module")
 def world(
-    database: str | None,
+    signed_database: str | None,
     tmp_path_factory: pytest.TempPathFactory,
     tiny_backbone: Path,
     tiny_adapters: dict[str, Path],
@@ -114,12 +85,12 @@ def world(
     for name in KEYS:
         create_key(keys, name)
     root_path = keys / "root.json"
-    first_root(keys).save(root_path)
+    make_root(keys).save(root_path)  # no timestamp key
     workdir = tmp_path_factory.mktemp("registry")
     with pytest.MonkeyPatch.context() as env:
         env.setenv("WEACT_TRUST_ROOT", str(root_path))  # weact serve --root root.json
         env.delenv("WEACT_STRICT", raising=False)
-        with embedded_registry(workdir, database_url=database) as server:
+        with embedded_registry(workdir, database_url=signed_database) as server:
             admin = RegistryClient(server.url, server.bootstrap_token("root", "admin"))
             alice, bob = (
                 RegistryClient(server.url, admin.create_token(name=n, role=r)["token"])
@@ -135,15 +106,6 @@ def world(
             yield w
             for client in (admin, alice, bob):
                 client.close()
-
-
-def eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    import time
-
-    start = time.monotonic()
-    while not check():
-        assert time.monotonic() - start < timeout, "condition not met in time"
-        time.sleep(0.05)
 
 
 def test_a_node_follows_a_root_rotation_and_refuses_a_forged_one(

@@ -198,6 +198,7 @@ def test_the_follower_long_polls_the_channels_served(world: World, tmp_path: Pat
             time.sleep(0.02)
     finally:
         follower.stop()
+    assert not follower.running  # stopped: nothing more runs on `node`
     assert set(dropped[0]) == {"prod/pwrite"}
     # the resolver's next read is never older than what the long-poll saw
     assert source.resolve(str(world.backbone), "prod/pwrite")[0].version == new["name"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,31 +26,19 @@ import pytest
 
 pytest.importorskip("safetensors")
 
-from sqlalchemy import update  # noqa: E402
 from support.signed_world import (  # noqa: E402
     TIMESTAMP_EXPIRY_S,
     BreachedClient,
     World,
-    attacker_adapter,
+    breach,
     eventually,
-    world_of,
 )
 
 from registry.client import Adapter, RegistryClient  # noqa: E402
-from registry.db.models import SqlAdapterSignature, SqlAdapterVersion  # noqa: E402
-from registry.db.session import Database, session_scope  # noqa: E402
-from registry.domain import Principal, Role  # noqa: E402
-from registry.services import adapters as adapter_services  # noqa: E402
-from registry.services.channels import PromoteRequest, promote  # noqa: E402
 from registry.trust import (  # noqa: E402
-    APPROVE,
-    PUBLISH,
     TrustRoot,
-    load_public_key,
-    sign_identity,
 )
 from registry.trust.channel import freshness_required  # noqa: E402
-from registry.trust.statements import AdapterIdentity  # noqa: E402
 from runtime.tiny import build_tiny_adapter  # noqa: E402
 from runtime.trusted import STATE_FILE, TrustState  # noqa: E402
 from runtime.vllm_resolver.follower import ServedFollower  # noqa: E402
@@ -60,7 +48,6 @@ from runtime.vllm_resolver.served import ServedTable  # noqa: E402
 from runtime.vllm_resolver.settings import PluginSettings  # noqa: E402
 from runtime.vllm_resolver.source import RegistrySource, ResolveRefused  # noqa: E402
 from runtime.vllm_resolver.trust import Trust  # noqa: E402
-from storage.local import LocalBlobStore  # noqa: E402
 from storage.manifest import manifest_of_file  # noqa: E402
 
 WEIGHTS = "adapter_model.safetensors"
@@ -68,79 +55,31 @@ CONFIG = "adapter_config.json"
 
 
 @pytest.fixture(scope="module")
-def world(
-    tmp_path_factory: pytest.TempPathFactory,
-    tiny_backbone: Path,
-    tiny_adapters: dict[str, Path],
-) -> Iterator[World]:
-    yield from world_of(None, tmp_path_factory, tiny_backbone, tiny_adapters)
+def signed_database() -> None:
+    """`signed_world` on SQLite alone: what the plugin checks does not depend on the database."""
+    return None
 
 
 @pytest.fixture
-def root(world: World) -> TrustRoot:
-    return TrustRoot.load(world.root_path)
+def root(signed_world: World) -> TrustRoot:
+    return TrustRoot.load(signed_world.root_path)
 
 
-def publish(world: World, backbone: Path, tmp_path: Path, seed: int) -> Adapter:
+def publish(signed_world: World, backbone: Path, tmp_path: Path, seed: int) -> Adapter:
     """A new tiny `write` adapter signed by the publisher and two approvers, approved."""
     directory = build_tiny_adapter(backbone, tmp_path / f"write{seed}", seed=seed)
-    adapter: Adapter = world.admin.get_adapter(
-        world.publish(directory, "write", ("approver1", "approver2"))
+    adapter: Adapter = signed_world.admin.get_adapter(
+        signed_world.publish(directory, "write", ("approver1", "approver2"))
     )
     return adapter
 
 
-def breach(world: World, backbone: Path, tmp_path: Path, seed: int) -> tuple[int, str, int]:
-    """The attacker's adapter, approved and set as prod's head by writing the database
-    and blob store directly: (its id, its manifest root, the revision)."""
-    directory = attacker_adapter(backbone, tmp_path, seed)
-    store = LocalBlobStore(world.server.store_url)
-    files = {name: store.put([(directory / name).read_bytes()]) for name in (CONFIG, WEIGHTS)}
-    intruder = Principal(name="db-intruder", role=Role.ADMIN)
-    draft = adapter_services.AdapterDraft(
-        capability="write", backbone=world.backbone_root, files=files
-    )
-    database = Database(world.server.database_url)
-    try:
-        evil = adapter_services.register_adapter(
-            database=database, store=store, actor=intruder, draft=draft
-        )
-    finally:
-        database.dispose()
-    with session_scope(world.server.database_url) as session:
-        session.execute(
-            update(SqlAdapterVersion)
-            .where(SqlAdapterVersion.id == evil.id)
-            .values(state="approved")
-        )
-        identity = AdapterIdentity(
-            "write", evil.manifest_root, world.backbone_root, None, files[CONFIG]
-        )
-        for kind, predicate, claimed in (
-            ("publish", PUBLISH, "publisher"),
-            ("approve", APPROVE, "approver1"),
-            ("approve", APPROVE, "approver2"),
-        ):
-            envelope = sign_identity(identity, predicate, world.signer("mallory"))
-            keyid = load_public_key(world.keys / f"{claimed}.pub.json").keyid
-            envelope["signatures"][0]["keyid"] = keyid  # a forged claim of a trusted key
-            session.add(
-                SqlAdapterSignature(
-                    adapter_id=evil.id, kind=kind, keyid=keyid, envelope=envelope,
-                    created_by="db-intruder",
-                )
-            )  # fmt: skip
-        request = PromoteRequest("prod", None, {"write": evil.id}, None)
-        revision = promote(session=session, actor=intruder, request=request).revision
-    return evil.id, evil.manifest_root, revision.revision
+def node_row(signed_world: World, node_id: str) -> dict[str, Any]:
+    return dict({n["id"]: n for n in signed_world.admin.list_nodes()}[node_id])
 
 
-def node_row(world: World, node_id: str) -> dict[str, Any]:
-    return dict({n["id"]: n for n in world.admin.list_nodes()}[node_id])
-
-
-def node_detail(world: World, node_id: str) -> str:
-    return str(node_row(world, node_id)["audit"]["detail"])
+def node_detail(signed_world: World, node_id: str) -> str:
+    return str(node_row(signed_world, node_id)["audit"]["detail"])
 
 
 def plugin_follower(
@@ -155,11 +94,11 @@ def plugin_follower(
 
 
 def test_a_breached_registrys_head_is_refused_and_the_last_verified_keeps_serving(
-    world: World, root: TrustRoot, tiny_backbone: Path, tmp_path: Path
+    signed_world: World, root: TrustRoot, tiny_backbone: Path, tmp_path: Path
 ) -> None:
-    good = publish(world, tiny_backbone, tmp_path, 11)
-    world.promote("prod", {"write": good["id"]})
-    node, base = world.node(), str(tiny_backbone)
+    good = publish(signed_world, tiny_backbone, tmp_path, 11)
+    signed_world.promote("prod", {"write": good["id"]})
+    node, base = signed_world.node(), str(tiny_backbone)
     trust = Trust(lambda: node, root, "prod")
     source, table = RegistrySource(node, tmp_path / "signed", trust=trust), ServedTable()
     table.add(source.resolve(base, "prod/write")[0])
@@ -173,9 +112,9 @@ def test_a_breached_registrys_head_is_refused_and_the_last_verified_keeps_servin
     follower.start()
     try:
         time.sleep(0.5)  # the long-poll is waiting
-        evil_id, evil_root, attack = breach(world, tiny_backbone, tmp_path, 77)
+        evil_id, evil_root, attack = breach(signed_world, tiny_backbone, tmp_path, 77)
         eventually(lambda: "prod" in trust.refusals())
-        eventually(lambda: "not trusted" in node_detail(world, "vllm-rooted"))
+        eventually(lambda: "not trusted" in node_detail(signed_world, "vllm-rooted"))
         assert f"prod revision {attack}" in trust.refusals()["prod"]
         assert "0 of 1 publish signature(s)" in trust.refusals()["prod"]
         time.sleep(0.5)  # a few state checks: nothing moves
@@ -200,25 +139,26 @@ def test_a_breached_registrys_head_is_refused_and_the_last_verified_keeps_servin
         assert binding.version == evil["name"]
         assert manifest_of_file(path / WEIGHTS).root == evil_root
 
-        better = publish(world, tiny_backbone, tmp_path, 12)  # a signed promote: followed
-        world.promote("prod", {"write": better["id"]})
+        better = publish(signed_world, tiny_backbone, tmp_path, 12)  # a signed promote: followed
+        signed_world.promote("prod", {"write": better["id"]})
         eventually(lambda: bool(dropped))
         assert set(dropped[0]) == {"prod/write"}
         assert trust.refusals() == {}
         assert source.resolve(base, "prod/write")[0].version == better["name"]
         follower.heartbeat()
-        assert "refused" not in node_detail(world, "vllm-rooted")
+        assert "refused" not in node_detail(signed_world, "vllm-rooted")
     finally:
         follower.stop()
         node.close()
 
 
 def test_a_channel_never_verified_is_refused(
-    world: World, root: TrustRoot, tiny_backbone: Path, tmp_path: Path
+    signed_world: World, root: TrustRoot, tiny_backbone: Path, tmp_path: Path
 ) -> None:
-    node = world.node()
+    signed_world.promote("prod", signed_world.adapters)  # prod exists, run alone or first
+    node = signed_world.node()
     try:
-        breach(world, tiny_backbone, tmp_path, 78)  # prod's head, and nothing verified here
+        breach(signed_world, tiny_backbone, tmp_path, 78)  # prod's head, and nothing verified here
         source = RegistrySource(node, tmp_path / "lib", trust=Trust(lambda: node, root))
         with pytest.raises(ResolveRefused, match="not trusted.*0 of 1 publish"):
             source.resolve(str(tiny_backbone), "prod/write")
@@ -228,34 +168,34 @@ def test_a_channel_never_verified_is_refused(
 
 
 def test_a_replayed_older_revision_is_refused_also_after_a_restart(
-    world: World, root: TrustRoot, tiny_backbone: Path, tmp_path: Path
+    signed_world: World, root: TrustRoot, tiny_backbone: Path, tmp_path: Path
 ) -> None:
     library, base = tmp_path / "lib", str(tiny_backbone)
-    leaked = publish(world, tiny_backbone, tmp_path, 21)
-    old = world.promote("prod", {"write": leaked["id"]})
-    client = world.breached_node()
+    leaked = publish(signed_world, tiny_backbone, tmp_path, 21)
+    old = signed_world.promote("prod", {"write": leaked["id"]})
+    client = signed_world.breached_node()
     trust = Trust(lambda: client, root, "prod", TrustState.load(library / STATE_FILE))
     source = RegistrySource(client, library, trust=trust)
     assert source.resolve(base, "prod/write")[0].version == leaked["name"]
-    good = publish(world, tiny_backbone, tmp_path, 22)
-    new = world.promote("prod", {"write": good["id"]})  # the leaked adapter leaves prod
-    world.bob.revoke(leaked["id"], "weights leaked")
+    good = publish(signed_world, tiny_backbone, tmp_path, 22)
+    new = signed_world.promote("prod", {"write": good["id"]})  # the leaked adapter leaves prod
+    signed_world.bob.revoke(leaked["id"], "weights leaked")
     assert source.resolve(base, "prod/write")[0].revision == new
     saved = json.loads((library / STATE_FILE).read_text())
     assert saved["channels"]["prod"]["revision"] == new
 
-    client.replay = world.admin.channel_revision("prod", old)  # its signatures all valid
+    client.replay = signed_world.admin.channel_revision("prod", old)  # its signatures all valid
     binding, path = source.resolve(base, "prod/write")
     assert (binding.version, binding.revision) == (good["name"], new)  # the last verified
     assert manifest_of_file(path / WEIGHTS).root == good["manifest_root"]
     assert f"prod revision {old} is older than revision {new}" in trust.refusals()["prod"]
     follower = plugin_follower(client, library, "vllm-replayed", trust)
     follower.heartbeat()
-    assert "older than revision" in node_detail(world, "vllm-replayed")
+    assert "older than revision" in node_detail(signed_world, "vllm-replayed")
 
     # a restart: a new process, the same library directory (its trust-state.json)
     again = BreachedClient(
-        world.server.url, world.admin.create_token(name="vllm", role="node")["token"]
+        signed_world.server.url, signed_world.admin.create_token(name="vllm", role="node")["token"]
     )
     again.replay = client.replay
     restarted = Trust(lambda: again, root, "prod", TrustState.load(library / STATE_FILE))
@@ -274,39 +214,39 @@ def test_a_replayed_older_revision_is_refused_also_after_a_restart(
 
 
 def test_a_frozen_registry_makes_the_heartbeat_stale(
-    world: World, root: TrustRoot, tmp_path: Path
+    signed_world: World, root: TrustRoot, tmp_path: Path
 ) -> None:
     assert freshness_required(root)  # the root names the registry's timestamp key
-    client = world.breached_node()
+    client = signed_world.breached_node()
     trust = Trust(lambda: client, root, "prod", TrustState.load(tmp_path / STATE_FILE))
     follower = plugin_follower(client, tmp_path, "vllm-frozen", trust)
     follower.start()
     try:
-        eventually(lambda: "vllm-frozen" in {n["id"] for n in world.admin.list_nodes()})
+        eventually(lambda: "vllm-frozen" in {n["id"] for n in signed_world.admin.list_nodes()})
         assert trust.frozen() == ""
-        assert node_row(world, "vllm-frozen")["stale"] is False
+        assert node_row(signed_world, "vllm-frozen")["stale"] is False
 
         client.frozen = client.channel_timestamp("prod")  # no new timestamp from now on
-        eventually(lambda: node_row(world, "vllm-frozen")["stale"], TIMESTAMP_EXPIRY_S + 10)
-        detail = node_detail(world, "vllm-frozen")
+        eventually(lambda: node_row(signed_world, "vllm-frozen")["stale"], TIMESTAMP_EXPIRY_S + 10)
+        detail = node_detail(signed_world, "vllm-frozen")
         stale = detail.partition("; stale: ")[2]
         assert "expired" in stale, detail
         assert "expired" in trust.frozen()
 
         client.frozen = None  # the registry signs again
-        eventually(lambda: not node_row(world, "vllm-frozen")["stale"])
-        assert "stale" not in node_detail(world, "vllm-frozen")
+        eventually(lambda: not node_row(signed_world, "vllm-frozen")["stale"])
+        assert "stale" not in node_detail(signed_world, "vllm-frozen")
     finally:
         follower.stop()
         client.close()
 
 
 def test_a_revision_heard_before_its_approvers_signed_is_followed_once_they_do(
-    world: World, root: TrustRoot, tiny_backbone: Path, tmp_path: Path
+    signed_world: World, root: TrustRoot, tiny_backbone: Path, tmp_path: Path
 ) -> None:
-    first = publish(world, tiny_backbone, tmp_path, 31)
-    world.promote("prod", {"write": first["id"]})
-    node, base = world.node(), str(tiny_backbone)
+    first = publish(signed_world, tiny_backbone, tmp_path, 31)
+    signed_world.promote("prod", {"write": first["id"]})
+    node, base = signed_world.node(), str(tiny_backbone)
     trust = Trust(lambda: node, root, "prod", TrustState.load(tmp_path / STATE_FILE))
     source, table = RegistrySource(node, tmp_path, trust=trust), ServedTable()
     table.add(source.resolve(base, "prod/write")[0])
@@ -319,34 +259,36 @@ def test_a_revision_heard_before_its_approvers_signed_is_followed_once_they_do(
     follower.start()
     try:
         time.sleep(0.5)  # the long-poll is waiting
-        second = publish(world, tiny_backbone, tmp_path, 32)
-        promoted = world.bob.promote("prod", {"write": second["id"]})  # no key yet
+        second = publish(signed_world, tiny_backbone, tmp_path, 32)
+        promoted = signed_world.bob.promote("prod", {"write": second["id"]})  # no key yet
         number = int(promoted["revision"]["revision"])
         eventually(lambda: "0 of 2 approver signature(s)" in trust.refusals().get("prod", ""))
-        world.bob.sign_channel_revision("prod", number, world.signer("approver1"))
+        signed_world.bob.sign_channel_revision("prod", number, signed_world.signer("approver1"))
         # verified again after a backoff: one of two is not enough
         eventually(lambda: "1 of 2 approver signature(s)" in trust.refusals()["prod"])
         assert dropped == []
-        world.carol.sign_channel_revision("prod", number, world.signer("approver2"))
+        signed_world.carol.sign_channel_revision("prod", number, signed_world.signer("approver2"))
         eventually(lambda: bool(dropped))  # the follower's recheck (backoff: 0.5 s, 1 s, ...)
         assert trust.refusals() == {}
         assert source.resolve(base, "prod/write")[0].version == second["name"]
-        eventually(lambda: "refused" not in node_detail(world, "vllm-cosigned"))
+        eventually(lambda: "refused" not in node_detail(signed_world, "vllm-cosigned"))
     finally:
         follower.stop()
         node.close()
 
 
-def test_the_root_setting(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_root_setting(
+    signed_world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("WEACT_VLLM_ROOT", raising=False)
     monkeypatch.delenv("WEACT_ROOT", raising=False)
     assert PluginSettings().trust_root() is None  # no root: the registry's word, as before
-    monkeypatch.setenv("WEACT_ROOT", str(world.root_path))
+    monkeypatch.setenv("WEACT_ROOT", str(signed_world.root_path))
     loaded = PluginSettings().trust_root()
     assert loaded is not None
-    assert loaded.version == TrustRoot.load(world.root_path).version
+    assert loaded.version == TrustRoot.load(signed_world.root_path).version
     unsigned = tmp_path / "root.json"
-    TrustRoot.create([world.public("admin1")], threshold=1).save(unsigned)
+    TrustRoot.create([signed_world.public("admin1")], threshold=1).save(unsigned)
     monkeypatch.setenv("WEACT_VLLM_ROOT", str(unsigned))  # the plugin's own wins
     with pytest.raises(SystemExit, match="refusing to start: root of trust .*WEACT_ROOT"):
         PluginSettings().trust_root()

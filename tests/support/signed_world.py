@@ -2,8 +2,9 @@
 keys, an offline root naming them (and the registry's timestamp key), signed adapters of
 every capability, and nodes (`ChannelFollower` over a PeftEngine) that follow a channel.
 
-A test module makes its fixtures from the generators here (`databases`, `world_of`,
-`followers`: see tests/runtime/test_signed_trust.py). Timestamps expire after
+tests/runtime/conftest.py makes fixtures of the generators here (`databases`, `world_of`,
+`followers`): `signed_database`, `signed_world`, `signed_follow`. `breach` is the attack on
+the database and blob store written directly. Timestamps expire after
 `TIMESTAMP_EXPIRY_S` so a frozen registry shows within seconds.
 """
 
@@ -17,13 +18,29 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
-from registry.client import RegistryClient, Revision
+from registry.client import ADAPTER_FILES, RegistryClient, Revision
+from registry.db.models import SqlAdapterSignature, SqlAdapterVersion
+from registry.db.session import Database, session_scope
+from registry.domain import Principal, Role
 from registry.errors import InvalidError
 from registry.launcher import EmbeddedRegistry, embedded_registry
-from registry.trust import TrustRoot, create_key, load_public_key, load_signer
+from registry.services import adapters as adapter_services
+from registry.services.channels import PromoteRequest, promote
+from registry.trust import (
+    APPROVE,
+    PUBLISH,
+    TrustRoot,
+    create_key,
+    load_public_key,
+    load_signer,
+    sign_identity,
+)
+from registry.trust.statements import AdapterIdentity
 from runtime.follow import ChannelFollower
 from runtime.tiny import build_tiny_adapter
+from storage.local import LocalBlobStore
 from storage.manifest import manifest_of_path
 from support.fleet import PostgresUnavailable, fresh_pg_database
 
@@ -128,9 +145,6 @@ def make_root(keys: Path, timestamp: Path | None = None) -> TrustRoot:
     for name in ("admin1", "admin2"):
         root.sign(load_signer(keys / f"{name}.key"))
     return root
-
-
-DATABASES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 
 
 def databases(kind: str) -> Iterator[str | None]:
@@ -245,3 +259,52 @@ def refused(world: World, follower: ChannelFollower, revision: int, served: int)
 
 def attacker_adapter(tiny_backbone: Path, tmp_path: Path, seed: int) -> Path:
     return build_tiny_adapter(tiny_backbone, tmp_path / f"evil{seed}", seed=seed)
+
+
+def breach(
+    world: World, backbone: Path, tmp_path: Path, seed: int, channel: str = "prod"
+) -> tuple[int, str, int]:
+    """The attacker's adapter, approved and set as `channel`'s head by writing the database
+    and blob store directly (the registry's own services, no API, no auth), with signature
+    rows claiming the trusted keys' ids, signed by mallory: (its id, its manifest root, the
+    revision)."""
+    directory = attacker_adapter(backbone, tmp_path, seed)
+    store = LocalBlobStore(world.server.store_url)
+    files = {name: store.put([(directory / name).read_bytes()]) for name in ADAPTER_FILES}
+    intruder = Principal(name="db-intruder", role=Role.ADMIN)
+    draft = adapter_services.AdapterDraft(
+        capability="write", backbone=world.backbone_root, files=files
+    )
+    database = Database(world.server.database_url)
+    try:
+        evil = adapter_services.register_adapter(
+            database=database, store=store, actor=intruder, draft=draft
+        )
+    finally:
+        database.dispose()
+    with session_scope(world.server.database_url) as session:
+        session.execute(
+            update(SqlAdapterVersion)
+            .where(SqlAdapterVersion.id == evil.id)
+            .values(state="approved")
+        )
+        identity = AdapterIdentity(
+            "write", evil.manifest_root, world.backbone_root, None, files[ADAPTER_FILES[0]]
+        )
+        for kind, predicate, claimed in (
+            ("publish", PUBLISH, "publisher"),
+            ("approve", APPROVE, "approver1"),
+            ("approve", APPROVE, "approver2"),
+        ):
+            envelope = sign_identity(identity, predicate, world.signer("mallory"))
+            keyid = load_public_key(world.keys / f"{claimed}.pub.json").keyid
+            envelope["signatures"][0]["keyid"] = keyid  # a forged claim of a trusted key
+            session.add(
+                SqlAdapterSignature(
+                    adapter_id=evil.id, kind=kind, keyid=keyid, envelope=envelope,
+                    created_by="db-intruder",
+                )
+            )  # fmt: skip
+        request = PromoteRequest(channel, None, {"write": evil.id}, None)
+        revision = promote(session=session, actor=intruder, request=request).revision
+    return evil.id, evil.manifest_root, revision.revision

@@ -20,9 +20,10 @@ from trainer_helpers import short
 
 from cli.main import app
 from registry.client import RegistryClient
+from registry.errors import ReplayError
 from registry.launcher import EmbeddedRegistry
 from storage.manifest import manifest_of_path
-from trainers.errors import ReplayError, RootChangedError
+from trainers.errors import RootChangedError
 from trainers.publish import publish_adapter
 from trainers.tasks import generate
 from trainers.trajectory import write_trajectories
@@ -190,6 +191,62 @@ def test_other_capabilities_supervised_is_replay(registry, data, tiny_backbone, 
     assert cli.exit_code == 1
     assert "other capabilities" in cli.output
     assert _count(client) == n
+
+
+def _error_line(result: Any) -> str:
+    return next(x for x in result.output.splitlines() if x.startswith("Error: "))
+
+
+def _error_line(result: Any) -> str:
+    return next(x for x in result.output.splitlines() if x.startswith("Error: "))
+
+
+def _trained_copy(source: Path, to: Path, flip: int) -> Path:
+    """A copy of a trained directory with one bit of its weights flipped at byte -`flip`
+    (bytes no version has: not the source's, nor another test's copy)."""
+    shutil.copytree(source, to)
+    weights = to / "adapter_model.safetensors"
+    raw = bytearray(weights.read_bytes())
+    raw[-flip] ^= 1
+    weights.write_bytes(bytes(raw))
+    return to
+
+
+def test_push_of_a_trained_directory_runs_the_replay_check(registry, library, tmp_path) -> None:
+    client, write = registry["client"], library["adapters"]["write"]
+    again = _trained_copy(library["dirs"]["write"], tmp_path / "again", flip=3)
+    where = ["--registry", registry["url"], "--token", registry["token"]]
+    target = ["--capability", "write", "--parent", f"#{write['id']}", *where]
+    n = _count(client)
+    published = CliRunner().invoke(app, ["train", "publish", str(again), *target])
+    pushed = CliRunner().invoke(app, ["adapter", "push", str(again), *target])
+    assert (published.exit_code, pushed.exit_code) == (1, 1)
+    assert _error_line(pushed) == _error_line(published)
+    assert "data already used by an ancestor" in _error_line(pushed)
+    assert _count(client) == n
+    allowed = ["adapter", "push", str(again), *target, "--allow-replay", "--json"]
+    result = CliRunner().invoke(app, allowed)
+    assert result.exit_code == 0, result.output
+    version = json.loads(result.output)
+    assert (version["existing"], version["parent_id"]) == (False, write["id"])
+    assert version["provenance"]["replay"] is True
+    assert version["provenance"]["data_digests"] == write["provenance"]["data_digests"]
+    assert _count(client) == n + 1
+
+
+def test_push_of_a_directory_without_training_json_is_not_checked(
+    registry, library, tmp_path
+) -> None:
+    write = library["adapters"]["write"]
+    plain = _trained_copy(library["dirs"]["write"], tmp_path / "plain", flip=5)
+    (plain / "training.json").unlink()
+    where = ["--registry", registry["url"], "--token", registry["token"], "--json"]
+    target = ["--capability", "write", "--parent", f"#{write['id']}", *where]
+    result = CliRunner().invoke(app, ["adapter", "push", str(plain), *target])
+    assert result.exit_code == 0, result.output
+    pushed = json.loads(result.output)
+    assert (pushed["existing"], pushed["parent_id"]) == (False, write["id"])
+    assert pushed["provenance"]["data_digests"] == []  # nothing stated: nothing checked
 
 
 def test_publish_refused_when_a_frozen_file_changed(

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import pytest
 from bulk import seed_versions
-from sqlalchemy import event
 from test_pages import text_of
-from webworld import Site
+from webworld import Site, counted
 
 from registry.services.blobs import blob_size
 
@@ -36,22 +32,6 @@ def big(read_site: Site) -> Site:
     read_site.ids["bulk@1"] = template["id"]
     read_site.ids.update({f"bulk@{n + 2}": adapter_id for n, adapter_id in enumerate(ids)})
     return read_site
-
-
-@contextmanager
-def counted(site: Site) -> Iterator[list[str]]:
-    """The SQL statements run meanwhile."""
-    statements: list[str] = []
-
-    def record(*args: Any) -> None:
-        statements.append(str(args[2]))
-
-    engine = site.api.db.engine
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield statements
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
 
 
 def rows(page: str) -> list[int]:

@@ -3,8 +3,10 @@ registry.services.page_queries), against the registry ``webworld`` populates thr
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from webworld import Site
+from webworld import Site, counted
 
 from registry.errors import InvalidError, NotFoundError
 from registry.services import page_compare, page_models, page_queries
@@ -83,7 +85,6 @@ def test_scores_names_compare_and_filtered_events(any_site: Site) -> None:
     store = any_site.api.store
     with any_site.api.db.read() as session:
         series = page_queries.score_series(session=session, adapter_id=ids["write@3"])
-        names = page_queries.names_of(session=session, ids={ids["write@1"], ids["plan@1"], 10**6})
         pair = page_compare.compare_adapters(
             session=session, store=store, left_id=ids["write@2"], right_id=ids["write@3"]
         )
@@ -93,9 +94,9 @@ def test_scores_names_compare_and_filtered_events(any_site: Site) -> None:
         bob = page_queries.newest_events(session=session, actor="bob", subject="channel:prod")
     points = series["write-quality@1"]
     assert [(p.version, p.score) for p in points] == [(1, 0.8), (2, 0.86), (3, 0.5)]
-    assert names == {ids["write@1"]: "write@1", ids["plan@1"]: "plan@1"}
     assert [a.name for a in line.ancestors] == ["write@1", "write@2"]  # oldest first
-    assert {row.field: row.same for row in pair.config}["parent"] is False
+    parent = {row.field: row for row in pair.config}["parent"]
+    assert (parent.left, parent.right, parent.same) == ("write@1", "write@2", False)
     assert pair.tensors
     assert all(t.change == "changed" for t in pair.tensors)
     score = pair.scores[0]
@@ -107,3 +108,29 @@ def test_scores_names_compare_and_filtered_events(any_site: Site) -> None:
     assert all(e.action.startswith("channel.") for e in family)
     assert bob
     assert all((e.actor, e.subject) == ("bob", "channel:prod") for e in bob)
+
+
+def test_parents_are_named_from_the_version_rows(any_site: Site) -> None:
+    """The adapters listing and the overview name each parent from its version's row (its
+    ``parent_name``, read in the same SELECT): versions with parents cost no query more."""
+
+    def listing(session: Any, capability: str) -> page_models.AdapterListing:
+        return page_models.adapter_listing(
+            session=session, capability=capability, backbone=None, state=None, limit=50, offset=0
+        )
+
+    with any_site.api.db.read() as session:
+        listing(session, "plan")  # the first read of the session, outside the counts
+        with counted(any_site) as without_parents:
+            listing(session, "plan")
+        with counted(any_site) as with_parents:
+            write = listing(session, "write")
+        overview = page_models.overview(session=session)
+    assert len(with_parents) == len(without_parents), with_parents
+    assert {a.name: a.parent_name for a in write.page.items} == {
+        "write@1": None,
+        "write@2": "write@1",
+        "write@3": "write@2",
+        "write@4": "write@1",
+    }
+    assert [(a.name, a.parent_name) for a in overview.candidates.items] == [("write@4", "write@1")]

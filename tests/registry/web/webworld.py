@@ -10,10 +10,13 @@ node-1 follows prod and serves revision 1: one behind, audit ok
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness import Harness, World
+from sqlalchemy import event
 
 BENCHMARK = {
     "name": "write-quality",
@@ -59,6 +62,22 @@ class Site:
     def post(self, path: str, data: dict[str, Any], **kw: Any) -> Any:
         """A form post with whatever the client's cookie jar holds."""
         return self.api.client.post(path, data=data, follow_redirects=False, **kw)
+
+
+@contextmanager
+def counted(site: Site) -> Iterator[list[str]]:
+    """The SQL statements run meanwhile."""
+    statements: list[str] = []
+
+    def record(*args: Any) -> None:
+        statements.append(str(args[2]))
+
+    engine = site.api.db.engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield statements
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
 
 
 def hidden(html: str, name: str) -> str:
