@@ -30,17 +30,19 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-import httpx
+import h11
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -176,26 +178,85 @@ def part_nodes(args: argparse.Namespace, tmp: Path) -> list[tuple[str, list[floa
     return rows
 
 
-async def _follower(client: httpx.AsyncClient, start: int, until: float, out: dict) -> None:
-    """One follower: its own connection (the pool holds one per follower), long-polling."""
+class _Connection:
+    """One follower's keep-alive HTTP/1.1 connection: asyncio streams and h11, no pool.
+
+    httpx's `AsyncClient` holds its connections in one pool, whose bookkeeping walks every
+    connection, and for each idle one every connection again, on each request and response
+    (httpcore 1.0): with 1,000 connections the bench's own process spent most of a wake
+    storm there, not in the registry. A follower is one socket and one parser here.
+    """
+
+    def __init__(self, url: str, token: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.headers = [("Host", parts.netloc), ("Authorization", f"Bearer {token}")]
+        self.h11: h11.Connection | None = None
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def get(self, target: str) -> tuple[int, bytes]:
+        """Status and body of `GET target`, on this connection (reopened when it closed)."""
+        conn, reader, writer = self.h11, self.reader, self.writer
+        if conn is not None and conn.states == {h11.CLIENT: h11.DONE, h11.SERVER: h11.DONE}:
+            conn.start_next_cycle()
+        if conn is None or reader is None or writer is None or conn.our_state is not h11.IDLE:
+            await self.close()
+            reader, writer = await asyncio.open_connection(self.host, self.port)
+            conn = h11.Connection(h11.CLIENT)
+            self.h11, self.reader, self.writer = conn, reader, writer
+        request = h11.Request(method="GET", target=target, headers=self.headers)
+        writer.write(conn.send(request) + (conn.send(h11.EndOfMessage()) or b""))
+        status, body = 0, bytearray()
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                conn.receive_data(await reader.read(65536))  # b"": the server closed
+            elif isinstance(event, h11.Response):
+                status = event.status_code
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                return status, bytes(body)
+            elif isinstance(event, h11.ConnectionClosed):
+                raise ConnectionError("the server closed the connection")
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(OSError):
+                await self.writer.wait_closed()
+        self.h11 = self.reader = self.writer = None
+
+
+async def _follower(connection: _Connection, start: int, until: float, out: dict) -> None:
+    """One follower, long-polling on its own connection. Its wake is timed once it has
+    parsed the new revision out of the answer."""
     after = start
-    while time.perf_counter() < until:
-        wait = max(0.1, min(20.0, until - time.perf_counter()))
-        try:
-            response = await client.get("/v1/channels/prod", params={"after": after, "wait": wait})
-        except httpx.HTTPError as exc:
-            out["errors"].append(repr(exc))
-            await asyncio.sleep(0.5)
-            continue
-        if response.status_code == 304:
-            continue
-        if response.status_code != 200:
-            out["errors"].append(f"HTTP {response.status_code}")
-            continue
-        woken = time.perf_counter()
-        revision = int(response.json()["revision"])
-        out["seen"].extend((r, woken) for r in range(after + 1, revision + 1))
-        after = revision
+    try:
+        while time.perf_counter() < until:
+            wait = max(0.1, min(20.0, until - time.perf_counter()))
+            try:
+                async with asyncio.timeout(60):
+                    status, body = await connection.get(
+                        f"/v1/channels/prod?after={after}&wait={wait:.3f}"
+                    )
+            except (OSError, TimeoutError, h11.ProtocolError) as exc:
+                out["errors"].append(repr(exc))
+                await connection.close()
+                await asyncio.sleep(0.5)
+                continue
+            if status == 304:
+                continue
+            if status != 200:
+                out["errors"].append(f"HTTP {status}")
+                continue
+            revision = int(json.loads(body)["revision"])
+            woken = time.perf_counter()
+            out["seen"].extend((r, woken) for r in range(after + 1, revision + 1))
+            after = revision
+    finally:
+        await connection.close()
 
 
 async def _promoter(world: Seeded, versions: list[int], every: float, until: float, promoted):
@@ -215,19 +276,9 @@ async def _hold(
     until = time.perf_counter() + hold
     promoted: dict[int, float] = {}
     out: dict = {"errors": [], "seen": []}
-    limits = httpx.Limits(max_connections=followers, max_keepalive_connections=followers)
-    async with contextlib.AsyncExitStack() as stack:
-        clients = [
-            await stack.enter_async_context(
-                httpx.AsyncClient(
-                    base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60,
-                    limits=limits,
-                )
-            )
-            for url in urls
-        ]  # fmt: skip
-        tasks = [_follower(clients[i % len(clients)], start, until, out) for i in range(followers)]
-        await asyncio.gather(_promoter(world, versions, every, until, promoted), *tasks)
+    connections = [_Connection(urls[i % len(urls)], token) for i in range(followers)]
+    tasks = [_follower(connection, start, until, out) for connection in connections]
+    await asyncio.gather(_promoter(world, versions, every, until, promoted), *tasks)
     out["latencies"] = [woken - promoted[r] for r, woken in out["seen"] if r in promoted]
     out["promotions"] = len(promoted)
     return out
