@@ -9,13 +9,14 @@ already pulled versions of `write` ("warm": no transfer), then publish a fresh v
 time ("cold": download, verify, load included). Median and max over the rounds.
 
 Part 2 (followers). `--followers` (default 200; repeat it for more sizes) plain HTTP
-long-poll clients on loopback (asyncio, one connection each), split over the registry
-processes, held for `--hold` seconds while a promotion runs every `--every` seconds; one
-follower alone first, as the baseline. Reported: errors (must be 0) and promote-to-wake
-latency p50/p99, from the promote call returning to each follower's answer (negative when
-the answer beat the promote's own response), and the registry processes' resident memory
-before and after each hold. The followers share this machine's cores with the registries:
-their own client work is in the figure.
+long-poll clients on loopback (asyncio streams and h11, one connection each, in this
+process), split over the registry processes, held for `--hold` seconds while a promotion runs
+every `--every` seconds; one follower alone first, as the baseline. Reported: errors (must
+be 0) and promote-to-wake latency p50/p99, from the promote call returning to each follower
+having parsed the new revision out of its answer (negative when the answer beat the
+promote's own response), the promote call's own median, and the registry processes'
+resident memory before and after each hold. The followers share this machine's cores with
+the registries: their own client work is in the figure.
 
     .venv/bin/python bench/bench_fleet.py [--rounds 10] [--cold 3] [--followers 200 ...]
                                           [--hold 60] [--every 3]
@@ -259,13 +260,18 @@ async def _follower(connection: _Connection, start: int, until: float, out: dict
         await connection.close()
 
 
-async def _promoter(world: Seeded, versions: list[int], every: float, until: float, promoted):
+async def _promoter(
+    world: Seeded, versions: list[int], every: float, until: float, promoted, calls: list[float]
+):
+    """A promotion every `every` s: when each returned (by revision), how long each took."""
     for version in _alternate(world, versions, 10**6):
         await asyncio.sleep(every)
         if time.perf_counter() + 1 > until:
             return
+        called = time.perf_counter()
         revision = await asyncio.to_thread(world.promote, "prod", {"write": version})
         promoted[revision] = time.perf_counter()
+        calls.append(promoted[revision] - called)
 
 
 async def _hold(
@@ -275,10 +281,12 @@ async def _hold(
     start = world.head("prod")
     until = time.perf_counter() + hold
     promoted: dict[int, float] = {}
-    out: dict = {"errors": [], "seen": []}
+    out: dict = {"errors": [], "seen": [], "promote_s": []}
     connections = [_Connection(urls[i % len(urls)], token) for i in range(followers)]
     tasks = [_follower(connection, start, until, out) for connection in connections]
-    await asyncio.gather(_promoter(world, versions, every, until, promoted), *tasks)
+    await asyncio.gather(
+        _promoter(world, versions, every, until, promoted, out["promote_s"]), *tasks
+    )
     out["latencies"] = [woken - promoted[r] for r, woken in out["seen"] if r in promoted]
     out["promotions"] = len(promoted)
     return out
@@ -355,17 +363,19 @@ def _print_followers(args: argparse.Namespace, rows: list[tuple[str, dict]]) -> 
     print(
         f"\nlong-poll followers (1 as the baseline, held 15 s; {counts} held "
         f"{args.hold:.0f} s), a promotion every {args.every:.0f} s: promote returned -> "
-        "follower answered (ms); the registry processes' RSS before and after the hold (MiB)"
+        "follower parsed the revision (ms); the promote call's own median (ms); the registry "
+        "processes' RSS before and after the hold (MiB)"
     )
     print(
-        f"{'setup':42} {'promotions':>10} {'wakes':>7} {'errors':>6} {'p50':>8} {'p99':>8}"
-        f" {'RSS':>13}"
+        f"{'setup':42} {'promotions':>10} {'promote':>8} {'wakes':>7} {'errors':>6} {'p50':>8}"
+        f" {'p99':>8} {'RSS':>13}"
     )
     for label, r in rows:
         lat = r["latencies"] or [float("nan")]
+        calls = r["promote_s"] or [float("nan")]
         print(
-            f"{label:42} {r['promotions']:>10} {len(r['latencies']):>7} "
-            f"{len(r['errors']):>6} {_percentile(lat, 0.5) * 1e3:8.1f} "
+            f"{label:42} {r['promotions']:>10} {statistics.median(calls) * 1e3:8.1f} "
+            f"{len(r['latencies']):>7} {len(r['errors']):>6} {_percentile(lat, 0.5) * 1e3:8.1f} "
             f"{_percentile(lat, 0.99) * 1e3:8.1f} {r['rss'][0]:6.0f}->{r['rss'][1]:<6.0f}"
         )
         for error in r["errors"][:5]:
