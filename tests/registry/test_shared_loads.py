@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 
+import httpx
 import pytest
+from harness import Harness
 
 from registry.api.shared_loads import SharedLoads
 
@@ -84,3 +87,33 @@ def test_a_caller_that_goes_away_leaves_the_load_to_the_others() -> None:
         return await stays, len(calls)
 
     assert asyncio.run(main()) == (1, 1)
+
+
+def test_requests_that_miss_the_token_cache_together_read_the_token_once(
+    sqlite_api: Harness,
+) -> None:
+    """The re-polls of one wake come back together after the 1 s token TTL: one read."""
+    app = sqlite_api.client.app
+    state = app.state.weact  # type: ignore[attr-defined]
+    reads = 0
+    authenticate = state.tokens.authenticate
+
+    def counted(token: str | None) -> object:
+        nonlocal reads
+        reads += 1
+        time.sleep(0.05)  # the others arrive while it reads
+        return authenticate(token)
+
+    state.tokens.authenticate = counted
+    state.token_changes.wake()  # whatever was cached is stale now
+
+    async def main() -> list[int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://registry") as client:
+            answers = await asyncio.gather(
+                *(client.get("/v1/channels", headers=sqlite_api.auth("reader")) for _ in range(20))
+            )
+        return [answer.status_code for answer in answers]
+
+    assert asyncio.run(main()) == [200] * 20
+    assert reads == 1
