@@ -2,9 +2,10 @@
 
 A cache entry expires for every request at once: the token cache keeps a principal 1 s
 (`token_cache_ttl_s`), and the long-polls that one promotion wakes all come back within
-that second with the same token. Each would read it from the database on a threadpool
-thread of its own: with 1,000 followers, 1,000 reads and threadpool hops per promotion,
-contending with the event loop that answers the wakes (bench/bench_fleet.py).
+that second. Those that share a token (replicas, followers with one reader token) would
+each read it from the database on a threadpool thread of its own: with 1,000 of them,
+1,000 reads and threadpool hops per promotion, contending with the event loop that answers
+the wakes (bench/bench_fleet.py). Followers with a token each still read theirs once each.
 
 `SharedLoads.load(key, stamp, load)` runs `load()` once for the callers of one `key` under
 one `stamp` while it is in flight. A caller whose stamp differs (a write moved it since the
