@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -42,6 +43,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import h11
 
@@ -128,13 +130,17 @@ def nodes(
         yield followers
 
 
+def _all_serve(followers: list[ChannelFollower], revision: int) -> bool:
+    return all(f.revision == revision for f in followers)
+
+
 def time_promotions(
     world: Seeded, followers: list[ChannelFollower], versions: Iterator[int]
 ) -> list[float]:
     times = []
     for version in versions:
         revision = world.promote("prod", {"write": version})
-        times.append(_wait(lambda r=revision: all(f.revision == r for f in followers)))
+        times.append(_wait(functools.partial(_all_serve, followers, revision)))
     return times
 
 
@@ -230,7 +236,7 @@ class _Connection:
         self.h11 = self.reader = self.writer = None
 
 
-async def _follower(connection: _Connection, start: int, until: float, out: dict) -> None:
+async def _follower(connection: _Connection, start: int, until: float, out: dict[str, Any]) -> None:
     """One follower, long-polling on its own connection. Its wake is timed once it has
     parsed the new revision out of the answer."""
     after = start
@@ -261,8 +267,13 @@ async def _follower(connection: _Connection, start: int, until: float, out: dict
 
 
 async def _promoter(
-    world: Seeded, versions: list[int], every: float, until: float, promoted, calls: list[float]
-):
+    world: Seeded,
+    versions: list[int],
+    every: float,
+    until: float,
+    promoted: dict[int, float],
+    calls: list[float],
+) -> None:
     """A promotion every `every` s: when each returned (by revision), how long each took."""
     for version in _alternate(world, versions, 10**6):
         await asyncio.sleep(every)
@@ -276,12 +287,12 @@ async def _promoter(
 
 async def _hold(
     world: Seeded, urls: list[str], versions: list[int], followers: int, hold: float, every: float
-) -> dict:
+) -> dict[str, Any]:
     token = world.tokens["reader"]
     start = world.head("prod")
     until = time.perf_counter() + hold
     promoted: dict[int, float] = {}
-    out: dict = {"errors": [], "seen": [], "promote_s": []}
+    out: dict[str, Any] = {"errors": [], "seen": [], "promote_s": []}
     connections = [_Connection(urls[i % len(urls)], token) for i in range(followers)]
     tasks = [_follower(connection, start, until, out) for connection in connections]
     await asyncio.gather(
@@ -292,7 +303,7 @@ async def _hold(
     return out
 
 
-def part_followers(args: argparse.Namespace, tmp: Path) -> list[tuple[str, dict]]:
+def part_followers(args: argparse.Namespace, tmp: Path) -> list[tuple[str, dict[str, Any]]]:
     rows = []
     for processes in (1, 2):
         with (
@@ -358,10 +369,11 @@ def _print_nodes(rows: list[tuple[str, list[float]]]) -> None:
         print(f"{label:48} {_ms(times)}  {max(times) / 1.0:10.2f}")
 
 
-def _print_followers(args: argparse.Namespace, rows: list[tuple[str, dict]]) -> None:
+def _print_followers(args: argparse.Namespace, rows: list[tuple[str, dict[str, Any]]]) -> None:
     counts = ", ".join(str(n) for n in args.followers)
     print(
-        f"\nlong-poll followers (1 as the baseline, held 15 s; {counts} held "
+        f"\nlong-poll followers (1 as the baseline, held {min(15.0, args.hold):.0f} s; "
+        f"{counts} held "
         f"{args.hold:.0f} s), a promotion every {args.every:.0f} s: promote returned -> "
         "follower parsed the revision (ms); the promote call's own median (ms); the registry "
         "processes' RSS before and after the hold (MiB)"
