@@ -9,13 +9,14 @@ already pulled versions of `write` ("warm": no transfer), then publish a fresh v
 time ("cold": download, verify, load included). Median and max over the rounds.
 
 Part 2 (followers). `--followers` (default 200; repeat it for more sizes) plain HTTP
-long-poll clients on loopback (asyncio, one connection each), split over the registry
-processes, held for `--hold` seconds while a promotion runs every `--every` seconds; one
-follower alone first, as the baseline. Reported: errors (must be 0) and promote-to-wake
-latency p50/p99, from the promote call returning to each follower's answer (negative when
-the answer beat the promote's own response), and the registry processes' resident memory
-before and after each hold. The followers share this machine's cores with the registries:
-their own client work is in the figure.
+long-poll clients on loopback (asyncio streams and h11, one connection each, in this
+process), split over the registry processes, held for `--hold` seconds while a promotion runs
+every `--every` seconds; one follower alone first, as the baseline. Reported: errors (must
+be 0) and promote-to-wake latency p50/p99, from the promote call returning to each follower
+having parsed the new revision out of its answer (negative when the answer beat the
+promote's own response), the promote call's own median, and the registry processes'
+resident memory before and after each hold. The followers share this machine's cores with
+the registries: their own client work is in the figure.
 
     .venv/bin/python bench/bench_fleet.py [--rounds 10] [--cold 3] [--followers 200 ...]
                                           [--hold 60] [--every 3]
@@ -29,18 +30,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import itertools
+import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
-import httpx
+import h11
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -125,13 +130,17 @@ def nodes(
         yield followers
 
 
+def _all_serve(followers: list[ChannelFollower], revision: int) -> bool:
+    return all(f.revision == revision for f in followers)
+
+
 def time_promotions(
     world: Seeded, followers: list[ChannelFollower], versions: Iterator[int]
 ) -> list[float]:
     times = []
     for version in versions:
         revision = world.promote("prod", {"write": version})
-        times.append(_wait(lambda r=revision: all(f.revision == r for f in followers)))
+        times.append(_wait(functools.partial(_all_serve, followers, revision)))
     return times
 
 
@@ -176,64 +185,125 @@ def part_nodes(args: argparse.Namespace, tmp: Path) -> list[tuple[str, list[floa
     return rows
 
 
-async def _follower(client: httpx.AsyncClient, start: int, until: float, out: dict) -> None:
-    """One follower: its own connection (the pool holds one per follower), long-polling."""
+class _Connection:
+    """One follower's keep-alive HTTP/1.1 connection: asyncio streams and h11, no pool.
+
+    httpx's `AsyncClient` holds its connections in one pool, whose bookkeeping walks every
+    connection, and for each idle one every connection again, on each request and response
+    (httpcore 1.0): with 1,000 connections the bench's own process spent most of a wake
+    storm there, not in the registry. A follower is one socket and one parser here.
+    """
+
+    def __init__(self, url: str, token: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.headers = [("Host", parts.netloc), ("Authorization", f"Bearer {token}")]
+        self.h11: h11.Connection | None = None
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def get(self, target: str) -> tuple[int, bytes]:
+        """Status and body of `GET target`, on this connection (reopened when it closed)."""
+        conn, reader, writer = self.h11, self.reader, self.writer
+        if conn is not None and conn.states == {h11.CLIENT: h11.DONE, h11.SERVER: h11.DONE}:
+            conn.start_next_cycle()
+        if conn is None or reader is None or writer is None or conn.our_state is not h11.IDLE:
+            await self.close()
+            reader, writer = await asyncio.open_connection(self.host, self.port)
+            conn = h11.Connection(h11.CLIENT)
+            self.h11, self.reader, self.writer = conn, reader, writer
+        request = h11.Request(method="GET", target=target, headers=self.headers)
+        writer.write(conn.send(request) + (conn.send(h11.EndOfMessage()) or b""))
+        status, body = 0, bytearray()
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                conn.receive_data(await reader.read(65536))  # b"": the server closed
+            elif isinstance(event, h11.Response):
+                status = event.status_code
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                return status, bytes(body)
+            elif isinstance(event, h11.ConnectionClosed):
+                raise ConnectionError("the server closed the connection")
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(OSError):
+                await self.writer.wait_closed()
+        self.h11 = self.reader = self.writer = None
+
+
+async def _follower(connection: _Connection, start: int, until: float, out: dict[str, Any]) -> None:
+    """One follower, long-polling on its own connection. Its wake is timed once it has
+    parsed the new revision out of the answer."""
     after = start
-    while time.perf_counter() < until:
-        wait = max(0.1, min(20.0, until - time.perf_counter()))
-        try:
-            response = await client.get("/v1/channels/prod", params={"after": after, "wait": wait})
-        except httpx.HTTPError as exc:
-            out["errors"].append(repr(exc))
-            await asyncio.sleep(0.5)
-            continue
-        if response.status_code == 304:
-            continue
-        if response.status_code != 200:
-            out["errors"].append(f"HTTP {response.status_code}")
-            continue
-        woken = time.perf_counter()
-        revision = int(response.json()["revision"])
-        out["seen"].extend((r, woken) for r in range(after + 1, revision + 1))
-        after = revision
+    try:
+        while time.perf_counter() < until:
+            wait = max(0.1, min(20.0, until - time.perf_counter()))
+            try:
+                async with asyncio.timeout(60):
+                    status, body = await connection.get(
+                        f"/v1/channels/prod?after={after}&wait={wait:.3f}"
+                    )
+            except (OSError, TimeoutError, h11.ProtocolError) as exc:
+                out["errors"].append(repr(exc))
+                await connection.close()
+                await asyncio.sleep(0.5)
+                continue
+            if status == 304:
+                continue
+            if status != 200:
+                out["errors"].append(f"HTTP {status}")
+                continue
+            revision = int(json.loads(body)["revision"])
+            woken = time.perf_counter()
+            out["seen"].extend((r, woken) for r in range(after + 1, revision + 1))
+            after = revision
+    finally:
+        await connection.close()
 
 
-async def _promoter(world: Seeded, versions: list[int], every: float, until: float, promoted):
+async def _promoter(
+    world: Seeded,
+    versions: list[int],
+    every: float,
+    until: float,
+    promoted: dict[int, float],
+    calls: list[float],
+) -> None:
+    """A promotion every `every` s: when each returned (by revision), how long each took."""
     for version in _alternate(world, versions, 10**6):
         await asyncio.sleep(every)
         if time.perf_counter() + 1 > until:
             return
+        called = time.perf_counter()
         revision = await asyncio.to_thread(world.promote, "prod", {"write": version})
         promoted[revision] = time.perf_counter()
+        calls.append(promoted[revision] - called)
 
 
 async def _hold(
     world: Seeded, urls: list[str], versions: list[int], followers: int, hold: float, every: float
-) -> dict:
+) -> dict[str, Any]:
     token = world.tokens["reader"]
     start = world.head("prod")
     until = time.perf_counter() + hold
     promoted: dict[int, float] = {}
-    out: dict = {"errors": [], "seen": []}
-    limits = httpx.Limits(max_connections=followers, max_keepalive_connections=followers)
-    async with contextlib.AsyncExitStack() as stack:
-        clients = [
-            await stack.enter_async_context(
-                httpx.AsyncClient(
-                    base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60,
-                    limits=limits,
-                )
-            )
-            for url in urls
-        ]  # fmt: skip
-        tasks = [_follower(clients[i % len(clients)], start, until, out) for i in range(followers)]
-        await asyncio.gather(_promoter(world, versions, every, until, promoted), *tasks)
+    out: dict[str, Any] = {"errors": [], "seen": [], "promote_s": []}
+    connections = [_Connection(urls[i % len(urls)], token) for i in range(followers)]
+    tasks = [_follower(connection, start, until, out) for connection in connections]
+    await asyncio.gather(
+        _promoter(world, versions, every, until, promoted, out["promote_s"]), *tasks
+    )
     out["latencies"] = [woken - promoted[r] for r, woken in out["seen"] if r in promoted]
     out["promotions"] = len(promoted)
     return out
 
 
-def part_followers(args: argparse.Namespace, tmp: Path) -> list[tuple[str, dict]]:
+def part_followers(args: argparse.Namespace, tmp: Path) -> list[tuple[str, dict[str, Any]]]:
     rows = []
     for processes in (1, 2):
         with (
@@ -299,22 +369,25 @@ def _print_nodes(rows: list[tuple[str, list[float]]]) -> None:
         print(f"{label:48} {_ms(times)}  {max(times) / 1.0:10.2f}")
 
 
-def _print_followers(args: argparse.Namespace, rows: list[tuple[str, dict]]) -> None:
+def _print_followers(args: argparse.Namespace, rows: list[tuple[str, dict[str, Any]]]) -> None:
     counts = ", ".join(str(n) for n in args.followers)
     print(
-        f"\nlong-poll followers (1 as the baseline, held 15 s; {counts} held "
+        f"\nlong-poll followers (1 as the baseline, held {min(15.0, args.hold):.0f} s; "
+        f"{counts} held "
         f"{args.hold:.0f} s), a promotion every {args.every:.0f} s: promote returned -> "
-        "follower answered (ms); the registry processes' RSS before and after the hold (MiB)"
+        "follower parsed the revision (ms); the promote call's own median (ms); the registry "
+        "processes' RSS before and after the hold (MiB)"
     )
     print(
-        f"{'setup':42} {'promotions':>10} {'wakes':>7} {'errors':>6} {'p50':>8} {'p99':>8}"
-        f" {'RSS':>13}"
+        f"{'setup':42} {'promotions':>10} {'promote':>8} {'wakes':>7} {'errors':>6} {'p50':>8}"
+        f" {'p99':>8} {'RSS':>13}"
     )
     for label, r in rows:
         lat = r["latencies"] or [float("nan")]
+        calls = r["promote_s"] or [float("nan")]
         print(
-            f"{label:42} {r['promotions']:>10} {len(r['latencies']):>7} "
-            f"{len(r['errors']):>6} {_percentile(lat, 0.5) * 1e3:8.1f} "
+            f"{label:42} {r['promotions']:>10} {statistics.median(calls) * 1e3:8.1f} "
+            f"{len(r['latencies']):>7} {len(r['errors']):>6} {_percentile(lat, 0.5) * 1e3:8.1f} "
             f"{_percentile(lat, 0.99) * 1e3:8.1f} {r['rss'][0]:6.0f}->{r['rss'][1]:<6.0f}"
         )
         for error in r["errors"][:5]:

@@ -49,7 +49,12 @@ from registry.services.stats import registry_stats
 from registry.settings import Settings
 from storage import BlobStore, open_store
 
+# Matched in this order, route by route, on every request: channels first, since every node
+# and follower reads (and long-polls) its channel, and each route tried before costs it a
+# regex and FastAPI's scope bookkeeping (a third of a channel read's CPU with channels tenth).
+# No path of one router matches a route of another, so the order changes no answer.
 ROUTERS = (
+    channels,
     health,
     tokens,
     blobs,
@@ -59,7 +64,6 @@ ROUTERS = (
     signatures,
     trust,
     evaluations,
-    channels,
     channel_trust,
     nodes,
     events,

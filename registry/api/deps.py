@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -12,7 +12,8 @@ from starlette.concurrency import run_in_threadpool
 
 from registry.api.metrics import Metrics
 from registry.api.notify import Changes, ChannelNotifier
-from registry.auth import Permission, action_of, authorize
+from registry.api.shared_loads import SharedLoads
+from registry.auth import Permission, action_of, authorize, hash_token
 from registry.db.session import Database
 from registry.domain import Principal
 from registry.services.read_cache import ChannelReads, TokenReads
@@ -30,6 +31,7 @@ class AppState:
     token_changes: Changes  # token revocations: drop cached tokens
     channels: ChannelReads
     tokens: TokenReads
+    token_loads: SharedLoads = field(default_factory=SharedLoads)  # misses read once
 
 
 async def get_state(request: Request) -> AppState:
@@ -47,12 +49,19 @@ async def get_principal(
     state: StateDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Principal:
-    """From memory when this token was seen lately (`TokenReads`), else the database."""
+    """From memory when this token was seen lately (`TokenReads`), else the database: one
+    read for the requests that miss it together (`SharedLoads`)."""
     token = credentials.credentials if credentials is not None else None
     principal = state.tokens.cached(token)
     if principal is not None:
         return principal
-    return await run_in_threadpool(state.tokens.authenticate, token)
+    if not token:
+        return await run_in_threadpool(state.tokens.authenticate, token)
+    return await state.token_loads.load(
+        hash_token(token),
+        state.tokens.stamp(),
+        lambda: run_in_threadpool(state.tokens.authenticate, token),
+    )
 
 
 def require(permission: Permission) -> Callable[..., Awaitable[Principal]]:

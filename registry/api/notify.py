@@ -59,6 +59,11 @@ class Changes:
             self._generation += 1
 
 
+def _set_all(events: list[asyncio.Event]) -> None:
+    for event in events:
+        event.set()
+
+
 class ChannelNotifier(Changes):
     def __init__(self) -> None:
         super().__init__()
@@ -71,13 +76,17 @@ class ChannelNotifier(Changes):
         return self._closed
 
     def wake(self) -> None:
-        """Wake every waiter of this process (callable from any thread)."""
+        """Wake every waiter of this process (callable from any thread): one call into each
+        event loop, which sets its waiters' events, not one call (and one write to the
+        loop's self-pipe) per waiter."""
         with self._lock:
             self._generation += 1
-            waiters = list(self._waiters)
-        for loop, event in waiters:
+            by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Event]] = {}
+            for loop, event in self._waiters:
+                by_loop.setdefault(loop, []).append(event)
+        for loop, events in by_loop.items():
             try:
-                loop.call_soon_threadsafe(event.set)
+                loop.call_soon_threadsafe(_set_all, events)
             except RuntimeError:  # the loop closed meanwhile
                 pass
 

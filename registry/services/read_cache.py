@@ -133,6 +133,10 @@ class TokenReads:
     def cached(self, token: str | None) -> Principal | None:
         return self._cache.get(hash_token(token)) if token else None
 
+    def stamp(self) -> Hashable | None:
+        """The stamp a load now would be remembered under (None: it would not be)."""
+        return self._cache.stamp() if self._cache.ttl_s > 0 else None
+
     def authenticate(self, token: str | None) -> Principal:
         """`tokens.authenticate` in a read transaction; `UnauthorizedError` as it raises."""
         if not token:

@@ -74,6 +74,22 @@ def test_a_failing_publish_still_wakes_this_process() -> None:
     assert asyncio.run(main()) == 1
 
 
+def test_a_wake_from_another_thread_releases_every_waiter() -> None:
+    async def main() -> tuple[int, float]:
+        notifier = ChannelNotifier()
+        waiters = [asyncio.ensure_future(notifier.wait(30)) for _ in range(500)]
+        while notifier.waiting < len(waiters):
+            await asyncio.sleep(0.01)
+        start = time.monotonic()
+        await asyncio.to_thread(notifier.wake)  # as a sync route or the bus's thread does
+        await asyncio.gather(*waiters)
+        return notifier.waiting, time.monotonic() - start
+
+    waiting, took = asyncio.run(main())
+    assert waiting == 0
+    assert took < 5
+
+
 def test_waiters_share_one_load_until_the_next_wake() -> None:
     async def main() -> tuple[list[int], list[int], int]:
         notifier = ChannelNotifier()
