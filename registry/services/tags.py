@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from registry.audit import append_event
@@ -20,6 +20,7 @@ from registry.db.convert import to_adapter
 from registry.db.models import SqlAdapterTag, SqlAdapterVersion
 from registry.domain import AdapterVersion, Principal, Role
 from registry.errors import ForbiddenError, InvalidError
+from registry.services.card_search import card_contains
 from registry.services.ownership import published_by
 
 KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$")
@@ -107,6 +108,7 @@ def check_may_tag(actor: Principal, row: SqlAdapterVersion) -> None:
 def search_filters(
     query: Select[Any],
     *,
+    session: Session,
     tags: Sequence[str] = (),
     label: str | None = None,
     parent_id: int | None = None,
@@ -114,7 +116,7 @@ def search_filters(
 ) -> Select[Any]:
     """`query` over adapter versions narrowed by every given criterion (all must hold):
     each `key=value` tag, the exact label, the parent's id, and `text` in the model card
-    (case-insensitive)."""
+    (case-insensitive, literal: `registry/services/card_search.py`, through its index)."""
     for tag in tags:
         key, value = parse_tag(tag)
         tagged = select(SqlAdapterTag.adapter_id).where(
@@ -128,10 +130,5 @@ def search_filters(
     if text is not None:
         if not text.strip():
             raise InvalidError("text to search must not be blank")
-        pattern = f"%{_escape(text.lower())}%"
-        query = query.where(func.lower(SqlAdapterVersion.card).like(pattern, escape="\\"))
+        query = query.where(card_contains(session, text))
     return query
-
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
