@@ -15,8 +15,8 @@ results either way (`registry/services/card_search.py`):
 - PostgreSQL: the ``pg_trgm`` extension (trusted: a database owner may create it) and a
   GIN index on ``lower(card)`` that serves the search's ``LIKE`` as it is. When the
   extension cannot be created the migration still succeeds, without the index, and the
-  search reads every card as before; a later ``CREATE EXTENSION pg_trgm`` and a rerun of
-  this migration (downgrade to 0011, upgrade) add it.
+  search reads every card as before; docs/operations.md gives the two statements that add it
+  later.
 
 A later SQLite migration that rebuilds ``adapter_versions`` (``batch_alter_table``) drops
 the triggers with the old table: it must create them again (``SQLITE_TRIGGERS``).
