@@ -12,7 +12,6 @@ from sqlalchemy import Engine
 
 from registry.db.session import make_engine
 
-
 UNMODELLED = ("adapter_versions_fts", "ix_adapter_versions_card_trgm")
 """What migrations create outside the ORM models (0012: the card search's FTS5 table, with
 its shadow tables, and PostgreSQL trigram index), by name prefix."""

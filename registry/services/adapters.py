@@ -32,6 +32,7 @@ from registry.errors import (
 from registry.services.backbones import backbone_manifest, find_backbone_row
 from registry.services.blobs import require_blob
 from registry.services.capabilities import find_capability_row
+from registry.services.card_search import narrow
 from registry.services.fit import check_fit, read_config
 from registry.services.gc import guard_blobs
 from registry.services.retry import with_retries
@@ -382,12 +383,10 @@ def list_adapters(
         query = query.join(SqlAdapterVersion.backbone).where(SqlBackbone.root == backbone)
     if state is not None:
         query = query.where(SqlAdapterVersion.state == state)
-    query = search_filters(
-        query, session=session, tags=tags or (), label=label, parent_id=parent_id, text=text
-    )
+    query = search_filters(query, tags=tags or (), label=label, parent_id=parent_id)
+    (query, key), newest = narrow(query, session=session, text=text), sort == "newest"
     counted = query.with_only_columns(SqlAdapterVersion.id).limit(COUNT_CAP + 1).subquery()
     total = session.scalar(select(func.count()).select_from(counted)) or 0
-    key, newest = SqlAdapterVersion.id, sort == "newest"
     if after is not None:
         query = query.where(key < after if newest else key > after)
     if before is not None:  # the rows just before it, read backwards, then put in order
@@ -395,6 +394,7 @@ def list_adapters(
         rows = list(session.scalars(query.order_by(key if newest else key.desc()).limit(limit)))
         rows.reverse()
     else:
-        rows = list(session.scalars(query.order_by(*SORTS[sort]).limit(limit).offset(offset)))
+        order = SORTS[sort] if sort not in KEYSET_SORTS else (key.desc() if newest else key,)
+        rows = list(session.scalars(query.order_by(*order).limit(limit).offset(offset)))
     items = [to_adapter(r) for r in rows]
     return Page(items=items, total=min(total, COUNT_CAP), total_exact=total <= COUNT_CAP)

@@ -3,7 +3,7 @@
 A version's tags are set when it is pushed and changed later (`set_tags`: keys to set,
 keys to remove; one audited event) by its publisher's principal (with a publisher token),
 an approver or an admin; anyone else is 403. The search (`search_filters`) narrows
-`list_adapters` by tags (all must match), label, parent and text of the model card.
+`list_adapters` by tags (all must match), label and parent.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from registry.db.convert import to_adapter
 from registry.db.models import SqlAdapterTag, SqlAdapterVersion
 from registry.domain import AdapterVersion, Principal, Role
 from registry.errors import ForbiddenError, InvalidError
-from registry.services.card_search import card_contains
 from registry.services.ownership import published_by
 
 KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$")
@@ -108,15 +107,13 @@ def check_may_tag(actor: Principal, row: SqlAdapterVersion) -> None:
 def search_filters(
     query: Select[Any],
     *,
-    session: Session,
     tags: Sequence[str] = (),
     label: str | None = None,
     parent_id: int | None = None,
-    text: str | None = None,
 ) -> Select[Any]:
     """`query` over adapter versions narrowed by every given criterion (all must hold):
-    each `key=value` tag, the exact label, the parent's id, and `text` in the model card
-    (case-insensitive, literal: `registry/services/card_search.py`, through its index)."""
+    each `key=value` tag, the exact label and the parent's id (text in the model card:
+    `registry/services/card_search.py`)."""
     for tag in tags:
         key, value = parse_tag(tag)
         tagged = select(SqlAdapterTag.adapter_id).where(
@@ -127,8 +124,4 @@ def search_filters(
         query = query.where(SqlAdapterVersion.label == label)
     if parent_id is not None:
         query = query.where(SqlAdapterVersion.parent_id == parent_id)
-    if text is not None:
-        if not text.strip():
-            raise InvalidError("text to search must not be blank")
-        query = query.where(card_contains(session, text))
     return query
