@@ -7,8 +7,10 @@ rest in bulk through the ORM models; plus a lineage chain of `--chain` versions)
 (round-robin, so every row sees the same machine):
 
 - API reads: list (first page; a page deep in the table by cursor and by offset; filtered by
-  capability, state, tag and model-card text), get, lineage of the chain's tip, channel
-  resolve; web pages: overview, adapters, capabilities, one adapter (its lineage graph);
+  capability, state, tag and model-card text: rare, in every card, 2 letters), get,
+  lineage of the chain's tip, channel resolve; web pages: overview, adapters (first page,
+  a deep page as its next link gives it, a text search), capabilities, one adapter (its
+  lineage graph);
 - writes: register (a new version's files already uploaded), promote;
 - maintenance, each in a child process: `fsck` and `gc --dry-run` (seconds, peak RSS).
 
@@ -66,11 +68,15 @@ def _reads(s: Seeded, versions: int) -> list[tuple[str, Call]]:
         ("list by state", get("/v1/adapters", limit=PER_PAGE, state="candidate")),
         ("list by tag", get("/v1/adapters", limit=PER_PAGE, tag="team=t3")),
         ("list by text", get("/v1/adapters", limit=PER_PAGE, q="needle")),
+        ("list by text, every card", get("/v1/adapters", limit=PER_PAGE, q="synthetic")),
+        ("list by text, 2 letters", get("/v1/adapters", limit=PER_PAGE, q="ne")),
         ("get", get(f"/v1/adapters/{s.some_id}")),
         ("lineage (chain tip)", get(f"/v1/adapters/{s.chain_tip}/lineage")),
         ("channel resolve", get("/v1/channels/prod")),
         ("web /", get("/")),
         ("web /adapters", get("/adapters")),
+        ("web /adapters, deep page", get("/adapters", page=deep // PER_PAGE + 1, after=deep)),
+        ("web /adapters?q=", get("/adapters", q="needle")),
         ("web /capabilities", get("/capabilities")),
         ("web /adapters/{id}", get(f"/adapters/{s.some_id}")),
     ]

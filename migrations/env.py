@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
+from registry.db.migrate import is_modelled
 from registry.db.models import Base
 from registry.db.session import make_engine
 
@@ -17,6 +18,7 @@ def _run(connection: Connection) -> None:
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=is_modelled,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -105,7 +105,8 @@ class AdapterVersion:
 @dataclass(frozen=True)
 class Page:
     items: list[AdapterVersion]
-    total: int
+    total: int  # the matches, counted up to a cap (`list_adapters`)
+    total_exact: bool = True  # False: there are more than `total`
 
 
 @dataclass(frozen=True)

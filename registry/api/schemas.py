@@ -175,7 +175,10 @@ class AdapterPublic(Out):
 
 class AdapterPage(Out):
     items: list[AdapterPublic]
-    total: int
+    total: int = Field(description="The matches, counted up to 10,000 (see total_exact).")
+    total_exact: bool = Field(
+        True, description="False when there are more matches than total (past 10,000)."
+    )
 
 
 class LineagePublic(Out):

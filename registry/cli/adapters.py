@@ -275,7 +275,8 @@ def adapter_list(
         text=text,
         sort=sort,
     )
-    out.show(page, lambda p: render_adapters(p["items"], f"{p['total']} adapter versions"))
+    more = "" if page.get("total_exact", True) else "+"
+    out.show(page, lambda p: render_adapters(p["items"], f"{p['total']}{more} adapter versions"))
 
 
 @adapter.command("show")

@@ -8,7 +8,7 @@ one fails until the other follows.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 State = Literal["candidate", "approved", "rejected", "revoked"]
 Role = Literal["reader", "publisher", "approver", "evaluator", "node", "admin"]
@@ -79,7 +79,8 @@ class Adapter(TypedDict):
 
 class AdapterPage(TypedDict):
     items: list[Adapter]
-    total: int
+    total: int  # counted up to 10,000
+    total_exact: NotRequired[bool]  # False: more than `total` (absent from older servers)
 
 
 class Lineage(TypedDict):

@@ -12,6 +12,16 @@ from sqlalchemy import Engine
 
 from registry.db.session import make_engine
 
+UNMODELLED = ("adapter_versions_fts", "ix_adapter_versions_card_trgm")
+"""What migrations create outside the ORM models (0012: the card search's FTS5 table, with
+its shadow tables, and PostgreSQL trigram index), by name prefix."""
+
+
+def is_modelled(name: str | None, type_: str, parent_names: object) -> bool:
+    """Alembic's ``include_name`` hook: False for what `UNMODELLED` names, so comparing the
+    schema with the models (and autogenerate) leaves them alone."""
+    return name is None or not name.startswith(UNMODELLED)
+
 
 def alembic_config(database_url: str) -> Config:
     config = Config()

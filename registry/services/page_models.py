@@ -8,7 +8,7 @@ the newest events, an adapter's evaluations).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session
 
@@ -80,6 +80,7 @@ class AdapterListing:
     page: Page
     capabilities: list[Capability]
     backbones: list[Backbone]
+    more: bool  # whether a page follows this one
 
 
 @dataclass(frozen=True)
@@ -179,25 +180,34 @@ def adapter_listing(
     label: str | None = None,
     text: str | None = None,
     sort: str = "oldest",
+    after: int | None = None,
+    before: int | None = None,
 ) -> AdapterListing:
     """A page of versions (the query of ``GET /v1/adapters`` and ``weact adapter list``:
-    the same filters, search and sort) and what its filters offer."""
+    the same filters, search and sort; `after`/`before`: the page past or before that id,
+    by key) and what its filters offer. One row more than a page is read to tell whether
+    another page follows (before `before`, the page it came from does)."""
     found = adapters.list_adapters(
         session=session,
         capability=capability,
         backbone=backbone,
         state=state,
-        limit=limit,
+        limit=limit if before is not None else limit + 1,
         offset=offset,
         tags=tags,
         label=label,
         text=text,
         sort=sort,
+        after=after,
+        before=before,
     )
+    more = before is not None or len(found.items) > limit
+    found = replace(found, items=found.items[:limit])
     return AdapterListing(
         page=found,
         capabilities=capabilities.list_capabilities(session=session),
         backbones=backbones.list_backbones(session=session),
+        more=more,
     )
 
 

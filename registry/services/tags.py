@@ -3,7 +3,7 @@
 A version's tags are set when it is pushed and changed later (`set_tags`: keys to set,
 keys to remove; one audited event) by its publisher's principal (with a publisher token),
 an approver or an admin; anyone else is 403. The search (`search_filters`) narrows
-`list_adapters` by tags (all must match), label, parent and text of the model card.
+`list_adapters` by tags (all must match), label and parent.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from registry.audit import append_event
@@ -110,11 +110,10 @@ def search_filters(
     tags: Sequence[str] = (),
     label: str | None = None,
     parent_id: int | None = None,
-    text: str | None = None,
 ) -> Select[Any]:
     """`query` over adapter versions narrowed by every given criterion (all must hold):
-    each `key=value` tag, the exact label, the parent's id, and `text` in the model card
-    (case-insensitive)."""
+    each `key=value` tag, the exact label and the parent's id (text in the model card:
+    `registry/services/card_search.py`)."""
     for tag in tags:
         key, value = parse_tag(tag)
         tagged = select(SqlAdapterTag.adapter_id).where(
@@ -125,13 +124,4 @@ def search_filters(
         query = query.where(SqlAdapterVersion.label == label)
     if parent_id is not None:
         query = query.where(SqlAdapterVersion.parent_id == parent_id)
-    if text is not None:
-        if not text.strip():
-            raise InvalidError("text to search must not be blank")
-        pattern = f"%{_escape(text.lower())}%"
-        query = query.where(func.lower(SqlAdapterVersion.card).like(pattern, escape="\\"))
     return query
-
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
@@ -25,16 +26,17 @@ from starlette.responses import Response
 
 from registry.api.deps import StateDep
 from registry.api.schemas import MAX_DB_INT
-from registry.domain import AdapterState
+from registry.domain import AdapterState, AdapterVersion
 from registry.errors import InvalidError
 from registry.names import check_name
 from registry.services import adapter_names, page_compare, page_models, page_queries, trust_roots
+from registry.services.adapters import KEYSET_SORTS
 from registry.web.chart import score_charts
 from registry.web.deps import Viewer
 from registry.web.diff import diff_revisions, history
 from registry.web.lineage import lineage_graph
 from registry.web.markdown import render_card
-from registry.web.paging import pager, query_url
+from registry.web.paging import Cursor, pager, query_url
 from registry.web.render import page
 from registry.web.routing import PageRoute
 
@@ -79,6 +81,8 @@ def overview(request: Request, state: StateDep, user: Viewer, waiting: PageNumbe
         data.candidates.total,
         page_models.WAITING_PER_PAGE,
         lambda n: query_url("/", {}, waiting=n) + "#waiting",
+        exact=data.candidates.total_exact,
+        more=len(data.candidates.items) == page_models.WAITING_PER_PAGE,
     )
     return page(request, "overview.html", user=user, data=data, pager=pages, trust=trust)
 
@@ -103,7 +107,11 @@ def adapters(
     label: Annotated[str | None, Query(max_length=128)] = None,
     sort: Annotated[str | None, Query(max_length=16)] = None,
     page_number: Annotated[int, Query(alias="page", ge=1, le=MAX_DB_INT // PER_PAGE)] = 1,
+    after: Optional = None,
+    before: Optional = None,
 ) -> Response:
+    """Page numbers up to what the count reaches; previous and next by key in the oldest
+    and newest orders (`after=`/`before=` an id on the page), by number in the others."""
     filters: dict[str, str | None] = {
         "capability": _blank(capability),
         "backbone": _blank(backbone),
@@ -113,6 +121,8 @@ def adapters(
         "sort": _blank(sort),
     }
     tags = [t.strip() for t in tag or [] if t.strip()]
+    keyset = (filters["sort"] or "oldest") in KEYSET_SORTS
+    after, before = (after, None if after is not None else before) if keyset else (None, None)
     with state.db.read() as session:
         data = page_models.adapter_listing(
             session=session,
@@ -120,15 +130,23 @@ def adapters(
             backbone=filters["backbone"],
             state=filters["state"],
             limit=PER_PAGE,
-            offset=(page_number - 1) * PER_PAGE,
+            offset=0 if after or before else (page_number - 1) * PER_PAGE,
             tags=tags,
             label=filters["label"],
             text=filters["q"],
             sort=filters["sort"] or "oldest",
+            after=after,
+            before=before,
         )
     params = {**filters, "tag": tags}
     pages = pager(
-        page_number, data.page.total, PER_PAGE, lambda n: query_url("/adapters", params, page=n)
+        page_number,
+        data.page.total,
+        PER_PAGE,
+        lambda n: query_url("/adapters", params, page=n),
+        exact=data.page.total_exact,
+        more=data.more,
+        cursor=_cursor(params, page_number, data.page.items, data.more) if keyset else None,
     )
     return page(
         request,
@@ -141,6 +159,24 @@ def adapters(
         sorts=SORTS,
         pager=pages,
     )
+
+
+def _cursor(
+    params: Mapping[str, str | list[str] | None],
+    number: int,
+    items: list[AdapterVersion],
+    more: bool,
+) -> Cursor:
+    """The previous and next pages by key: before this page's first id, after its last."""
+    if not items:
+        return Cursor(query_url("/adapters", params) if number > 1 else None, None)
+    previous = None
+    if number == 2:
+        previous = query_url("/adapters", params)
+    elif number > 2:
+        previous = query_url("/adapters", params, page=number - 1, before=items[0].id)
+    following = query_url("/adapters", params, page=number + 1, after=items[-1].id)
+    return Cursor(previous, following if more else None)
 
 
 @router.get("/adapters/{name}")

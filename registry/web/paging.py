@@ -2,6 +2,12 @@
 
 ``pager(current, total, per_page, url)`` gives the links a ``<nav class="pager">`` shows;
 ``url(n)`` builds page ``n``'s address with the list's other query parameters kept.
+
+A count may stop at a cap (``exact=False``: ``total`` is a lower bound, shown as "10,000+"):
+then the numbered links go up to the page the count reaches, and ``next`` carries on while
+``more`` says a page follows. A list that pages by key passes its own ``previous`` and
+``next`` addresses (with ``after=``/``before=`` the first or last id shown), so a deep page
+costs what the first does; the numbered links stay within the counted pages.
 """
 
 from __future__ import annotations
@@ -23,9 +29,18 @@ class PageLink:
 @dataclass(frozen=True)
 class Pager:
     current: int
-    last: int
+    last: int  # the last page counted (more may follow when not `exact`)
     total: int
     links: list[PageLink]
+    previous: str | None
+    next: str | None
+    exact: bool = True
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """The addresses of the pages before and after this one, by key (None: no such page)."""
+
     previous: str | None
     next: str | None
 
@@ -34,23 +49,37 @@ def last_page(total: int, per_page: int) -> int:
     return max(1, -(-total // per_page))
 
 
-def pager(current: int, total: int, per_page: int, url: Callable[[int], str]) -> Pager:
-    """The links to show for page ``current`` of ``total`` items, ``per_page`` a page."""
+def pager(
+    current: int,
+    total: int,
+    per_page: int,
+    url: Callable[[int], str],
+    *,
+    exact: bool = True,
+    more: bool = False,
+    cursor: Cursor | None = None,
+) -> Pager:
+    """The links to show for page ``current`` of ``total`` items (at least, unless
+    ``exact``), ``per_page`` a page; ``more``: a page follows (what decides ``next`` when
+    the count is not exact or the list pages by ``cursor``)."""
     last = last_page(total, per_page)
-    shown = sorted({1, last, *range(max(1, current - WINDOW), min(last, current + WINDOW) + 1)})
+    window = range(max(1, current - WINDOW), min(last, current + WINDOW) + 1)
+    beyond = {current} if current > last and not exact else set()  # reached by key
+    shown = sorted({1, last, *window} | beyond)
     links: list[PageLink] = []
     for number in shown:
         if links and links[-1].number is not None and number - links[-1].number > 1:
             links.append(PageLink(None, ""))
         links.append(PageLink(number, url(number), number == current))
-    return Pager(
-        current=current,
-        last=last,
-        total=total,
-        links=links,
-        previous=url(current - 1) if current > 1 else None,
-        next=url(current + 1) if current < last else None,
-    )
+    if not exact and links[-1].number is not None and links[-1].number <= last:
+        links.append(PageLink(None, ""))  # past the count
+    has_next = more if cursor is not None or not exact else current < last
+    if cursor is not None:
+        previous, following = cursor.previous, cursor.next
+    else:
+        previous = url(current - 1) if current > 1 else None
+        following = url(current + 1) if has_next else None
+    return Pager(current, last, total, links, previous, following if has_next else None, exact)
 
 
 def query_url(path: str, params: Mapping[str, str | list[str] | None], **changes: object) -> str:

@@ -8,6 +8,7 @@ versions (one pushed through the API, 1,000 recorded through the service layer: 
 
 from __future__ import annotations
 
+import html
 import re
 import time
 
@@ -16,6 +17,7 @@ from bulk import seed_versions
 from test_pages import text_of
 from webworld import Site, counted
 
+from registry.services import adapters
 from registry.services.blobs import blob_size
 
 COUNT = 1000
@@ -161,3 +163,38 @@ def test_adapter_page_offers_sizes_downloads_and_the_pull_command(read_site: Sit
         assert f'filename="write-2-{name}"' in answer.headers["content-disposition"]
     assert read_site.get(f"/adapters/{write2['id']}/files/secrets.txt").status_code == 404
     assert read_site.get(f"/adapters/{write2['id']}/files/README.md", who=None).status_code == 303
+
+
+def _link(page: str, rel: str) -> str | None:
+    found = re.search(rf'<a href="([^"]+)" rel="{rel}">', page)
+    return html.unescape(found.group(1)) if found else None
+
+
+@pytest.mark.parametrize("sort", ["oldest", "newest"])
+def test_deep_pages_go_by_key_past_a_capped_count(
+    big: Site, sort: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(adapters, "COUNT_CAP", 120)
+    first = big.get("/adapters", params={"capability": "bulk", "sort": sort})
+    assert "120+ versions · page 1 of 3+" in text_of(first.text)
+    assert 'data-page="3"' in first.text
+    assert 'data-page="4"' not in first.text
+    pages, url = [rows(first.text)], _link(first.text, "next")
+    while url is not None:  # next → to the end, by key past the counted pages
+        assert "after=" in url
+        page = big.get(url)
+        pages.append(rows(page.text))
+        url = _link(page.text, "next")
+    expected = sorted(big.ids[f"bulk@{n}"] for n in range(1, TOTAL + 1))
+    expected = expected[::-1] if sort == "newest" else expected
+    assert [i for p in pages for i in p] == expected
+    assert len(pages) == -(-TOTAL // 50)
+    assert f"page {len(pages)}" in text_of(page.text)
+    assert "of 3+" not in text_of(page.text)
+    back = [rows(page.text)]
+    url = _link(page.text, "prev")
+    while url is not None:  # ← previous, back to the first page
+        page = big.get(url)
+        back.append(rows(page.text))
+        url = _link(page.text, "prev")
+    assert back[::-1] == pages
