@@ -10,15 +10,26 @@ defence of the forms, ``registry.web.pages`` and ``registry.web.actions`` for th
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from functools import cache
+
+from fastapi import APIRouter, FastAPI
 from starlette.staticfiles import StaticFiles
 
 from registry.web import actions, explore, pages, signin
 from registry.web.render import STATIC
 
 
+@cache
+def web_router() -> APIRouter:
+    """Every page, assembled once per process and shared by its apps (as
+    ``registry.api.app.api_router``: the pages reach their state through the request)."""
+    router = APIRouter()
+    for module in (signin, explore, pages, actions):
+        router.include_router(module.router)
+    return router
+
+
 def install_web(app: FastAPI) -> None:
     """Serve the pages at ``/`` and their static files at ``/static`` on ``app``."""
-    for module in (signin, explore, pages, actions):
-        app.include_router(module.router)
+    app.include_router(web_router())
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

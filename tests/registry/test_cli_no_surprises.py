@@ -23,6 +23,7 @@ import factories
 import httpx
 import pytest
 
+from registry.client import RegistryClient
 from registry.launcher import EmbeddedRegistry, embedded_registry
 
 WEACT = Path(sys.executable).with_name("weact")
@@ -72,18 +73,26 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
 
 @pytest.fixture
 def seeded(cli: Cli, tmp_path: Path) -> dict[str, Any]:
-    """A backbone, the capability `write` and one approved adapter; tokens by role."""
+    """A backbone, the capability `write` and one approved adapter; tokens by role.
+
+    Made through the client library: the `weact` commands that make them are the subject of
+    test_cli_e2e, and four more `weact` runs per test cost seconds."""
     tokens = {
         role: cli.registry.bootstrap_token(name, role)
         for name, role in (("root", "admin"), ("alice", "publisher"), ("bob", "approver"))
     }
-    factories.write_backbone(tmp_path / "backbone")
-    backbone = cli.ok("backbone", "register", tmp_path / "backbone", "--name", "tiny",
-                      token=tokens["admin"])  # fmt: skip
-    cli.ok("capability", "create", "write", "--description", "w", token=tokens["admin"])
-    adapter = factories.write_adapter(tmp_path / "write", seed=1)
-    pushed = cli.ok("adapter", "push", adapter, "--capability", "write", token=tokens["publisher"])
-    cli.ok("adapter", "approve", str(pushed["id"]), token=tokens["approver"])
+    url = cli.registry.url
+    admin, alice, bob = (RegistryClient(url, tokens[r]) for r in ("admin", "publisher", "approver"))
+    try:
+        manifest = factories.backbone_manifest_json(factories.write_backbone(tmp_path / "backbone"))
+        backbone = admin.register_backbone(name="tiny", manifest=manifest)
+        admin.create_capability(name="write", description="w")
+        adapter = factories.write_adapter(tmp_path / "write", seed=1)
+        pushed = alice.push_adapter(adapter, capability="write")
+        bob.approve(pushed["id"])
+    finally:
+        for client in (admin, alice, bob):
+            client.close()
     return {"tokens": tokens, "adapter": pushed, "backbone": backbone}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -86,11 +87,27 @@ def make_root(weact: Weact) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def made_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The keys and the root of `make_root`, made through the CLI (and checked) once per
+    worker: its sixteen `weact` runs cost seconds, and each strict registry takes a copy."""
+    made = Weact(tmp_path_factory.mktemp("signed-cli-root"))
+    make_root(made)
+    return made.cwd
+
+
+def copy_root(made: Path, weact: Weact) -> Path:
+    """`made_root`'s keys/ and root.json into `weact`'s directory (private keys stay 0600)."""
+    shutil.copytree(made / "keys", weact.cwd / "keys")
+    return Path(shutil.copy2(made / "root.json", weact.cwd / "root.json"))
+
+
 @pytest.fixture
 def strict(
-    weact: Weact, database_url: str, monkeypatch: pytest.MonkeyPatch
+    weact: Weact, made_root: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[EmbeddedRegistry]:
-    root = make_root(weact)
+    root = copy_root(made_root, weact)
+    assert oct((weact.cwd / "keys" / "pub.key").stat().st_mode & 0o777) == "0o600"
     monkeypatch.setenv("WEACT_TRUST_ROOT", str(root))
     monkeypatch.setenv("WEACT_STRICT", "1")
     (weact.cwd / "serve").mkdir()

@@ -5,11 +5,11 @@ cannot pile up; a slow but steady upload still succeeds. And 405 names the allow
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,11 +21,16 @@ from registry.launcher import EmbeddedRegistry, embedded_registry
 TIMEOUT_S = 1.0
 
 
-@pytest.fixture
-def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddedRegistry]:
-    monkeypatch.setenv("WEACT_HEADER_TIMEOUT_S", str(TIMEOUT_S))
-    monkeypatch.setenv("WEACT_BODY_TIMEOUT_S", str(TIMEOUT_S))
-    with embedded_registry(tmp_path) as running:
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRegistry]:
+    """One server for the module: the tests' subject is how it treats connections, which no
+    test changes (a `weact serve` start costs seconds)."""
+    with contextlib.ExitStack() as stack:
+        with pytest.MonkeyPatch.context() as monkeypatch:  # for the child only: not kept set
+            monkeypatch.setenv("WEACT_HEADER_TIMEOUT_S", str(TIMEOUT_S))
+            monkeypatch.setenv("WEACT_BODY_TIMEOUT_S", str(TIMEOUT_S))
+            workdir = tmp_path_factory.mktemp("slow-clients")
+            running = stack.enter_context(embedded_registry(workdir))
         yield running
 
 
