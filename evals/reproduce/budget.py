@@ -166,14 +166,16 @@ def counts(suite: Any, tokenizer: Any, sizes: Sizes) -> Counts:
     )
 
 
-def full_sft_tokens(samples: Sequence[Any], sizes: Sizes) -> int:
-    """The padded tokens Full SFT's forwards process: its seeded schedule in steps of
-    `full_batch`, each cut into forwards as `trainers.full.forwards` cuts them."""
+def full_sft_tokens(samples: Sequence[Any], sizes: Sizes, max_tokens: int | None = None) -> int:
+    """The (padded) tokens Full SFT's forwards process: its seeded schedule in steps of
+    `full_batch`, each cut into forwards as `trainers.full.forwards` cuts them at
+    `max_tokens` (default: `FullSettings`'s)."""
     from trainers.full import FullSettings, forwards
     from trainers.lora import schedule
 
     order = schedule(samples, sizes.full_epochs, sizes.seed, None)
-    limit, size = FullSettings().max_tokens, sizes.full_batch
+    limit = FullSettings().max_tokens if max_tokens is None else max_tokens
+    size = sizes.full_batch
     steps = [order[i : i + size] for i in range(0, len(order), size)]
     return sum(
         len(rows) * max(len(s.input_ids) for s in rows)
