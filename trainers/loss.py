@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from trainers.phases import PhaseSample
@@ -25,3 +26,34 @@ def masked_nll(model: Any, sample: PhaseSample) -> tuple[Any, int]:
     logits = model(input_ids=ids, logits_to_keep=positions).logits[0]
     nll = F.cross_entropy(logits.float(), ids[0, positions + 1], reduction="sum")
     return nll, int(positions.numel())
+
+
+def masked_nll_batch(model: Any, samples: Sequence[PhaseSample]) -> tuple[Any, list[int]]:
+    """(each sample's summed -log p over its supervised tokens, their counts) in one padded
+    forward: the samples are right-padded (attention mask 0 on the padding, which no real
+    token attends to and no loss position reads), and only the hidden states that predict a
+    supervised token go through the LM head. Equal to `masked_nll` per sample up to the
+    kernels' rounding."""
+    import torch
+    import torch.nn.functional as F
+
+    device = next(model.parameters()).device
+    width = max(len(s.input_ids) for s in samples)
+    ids = torch.zeros((len(samples), width), dtype=torch.long, device=device)
+    attention = torch.zeros_like(ids)
+    predicts = torch.zeros((len(samples), width), dtype=torch.bool, device=device)
+    for row, s in enumerate(samples):
+        n = len(s.input_ids)
+        ids[row, :n] = torch.tensor(s.input_ids, dtype=torch.long)
+        attention[row, :n] = 1
+        predicts[row, : n - 1] = torch.tensor(s.loss_mask[1:], dtype=torch.bool)
+    counts = [int(c) for c in predicts.sum(dim=1).tolist()]
+    rows, cols = predicts.nonzero(as_tuple=True)
+    if rows.numel() == 0:
+        return torch.zeros(len(samples), device=device), counts
+    decoder = getattr(model, model.base_model_prefix)
+    hidden = decoder(input_ids=ids, attention_mask=attention).last_hidden_state
+    logits = model.get_output_embeddings()(hidden[rows, cols])
+    token_nll = F.cross_entropy(logits.float(), ids[rows, cols + 1], reduction="none")
+    nll = torch.zeros(len(samples), dtype=token_nll.dtype, device=device)
+    return nll.index_add(0, rows, token_nll), counts

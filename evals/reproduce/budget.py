@@ -51,7 +51,7 @@ class UnitCosts:
     """Seconds per token, measured here."""
 
     lora_train: float  # a LoRA training step (forward, backward, AdamW), training dtype
-    full_train: float  # a full fine-tuning step (fp32, every parameter)
+    full_train: float  # a full fine-tuning step (every parameter) as the run batches it
     prefill: float  # a forward pass over new tokens (fp32, no grad)
     decode: float  # one decode step with the KV cache
 
@@ -61,7 +61,7 @@ class Counts:
     """Tokens a run processes, from its suite and sizes."""
 
     lora_tokens: int  # sample tokens over every LoRA training step (every adapter, epoch)
-    full_tokens: int
+    full_tokens: int  # padded tokens of Full SFT's forwards (its batches as the run cuts them)
     episodes: int
     prefill_per_episode: float  # each phase re-processes its history (a switch's rebuild)
     decode_per_episode: float  # the gold episode's generated tokens, capped as the run caps
@@ -87,6 +87,7 @@ def calibrate(backbone: Path, sizes: Sizes, tokens: int = CALIBRATION_TOKENS) ->
 
     from evals.reproduce.build import lora_settings
     from runtime.kvcache import cache_keyword
+    from trainers.full import FullSettings, full_steps
     from trainers.lora import load_backbone, wrap
     from trainers.loss import masked_nll
     from trainers.phases import PhaseSample
@@ -114,7 +115,9 @@ def calibrate(backbone: Path, sizes: Sizes, tokens: int = CALIBRATION_TOKENS) ->
     del peft, model
     full_model = load_backbone(backbone, "float32")
     full_model.requires_grad_(True)
-    full = _timed(step_of(full_model, list(full_model.parameters())), 2) / tokens
+    settings = FullSettings(lr=1e-9, batch=sizes.full_batch, dtype=sizes.train_dtype)
+    rows = [sample] * sizes.full_batch  # one AdamW update per full_batch samples, as trained
+    full = _timed(lambda: full_steps(full_model, [rows], settings), 2) / (tokens * len(rows))
     full_model.requires_grad_(False)
     batch = torch.tensor([ids])
     with torch.inference_mode():  # as the reference engine runs it (`runtime.kvcache.extend`)
@@ -154,12 +157,30 @@ def counts(suite: Any, tokenizer: Any, sizes: Sizes) -> Counts:
     items = sizes.gate_items * len(KINDS)
     return Counts(
         lora_tokens=lora,
-        full_tokens=sizes.full_epochs * lengths("train"),
+        full_tokens=full_sft_tokens(build_samples(suite.trajectories["train"], tokenizer), sizes),
         episodes=METHODS * len(KINDS) * sizes.test,
         prefill_per_episode=prefill,
         decode_per_episode=min(generated, sizes.max_episode_tokens),
         gate_tokens=round(GATE_SCORINGS * items * prefill),
         concurrency=min(sizes.concurrency, len(KINDS) * sizes.test),
+    )
+
+
+def full_sft_tokens(samples: Sequence[Any], sizes: Sizes, max_tokens: int | None = None) -> int:
+    """The (padded) tokens Full SFT's forwards process: its seeded schedule in steps of
+    `full_batch`, each cut into forwards as `trainers.full.forwards` cuts them at
+    `max_tokens` (default: `FullSettings`'s)."""
+    from trainers.full import FullSettings, forwards
+    from trainers.lora import schedule
+
+    order = schedule(samples, sizes.full_epochs, sizes.seed, None)
+    limit = FullSettings().max_tokens if max_tokens is None else max_tokens
+    size = sizes.full_batch
+    steps = [order[i : i + size] for i in range(0, len(order), size)]
+    return sum(
+        len(rows) * max(len(s.input_ids) for s in rows)
+        for step in steps
+        for rows in forwards(step, limit)
     )
 
 

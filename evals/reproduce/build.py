@@ -245,7 +245,13 @@ def build_full(b: Builder) -> Built:
     """Full SFT and the identity adapter it is served with (trained or reused)."""
     built, sizes = b.built, b.sizes
     train = built.data["train"]
-    settings = FullSettings(lr=sizes.full_lr, epochs=sizes.full_epochs, seed=sizes.seed)
+    settings = FullSettings(
+        lr=sizes.full_lr,
+        epochs=sizes.full_epochs,
+        seed=sizes.seed,
+        batch=sizes.full_batch,
+        dtype=sizes.train_dtype,
+    )
     inputs = {
         "what": "full",
         "data": file_digest(train),

@@ -41,9 +41,14 @@ class Sizes:
     # 731 ms vs 11 ms in fp32) and the first adapter had not finished after 66 minutes.
     train_dtype: str = "auto"
     # Full SFT: every backbone parameter, on the Single LoRA's samples and passes; a full
-    # fine-tune takes a learning rate ~100x below a LoRA's (not tuned here)
-    full_lr: float = 2e-5
+    # fine-tune takes a learning rate ~100x below a LoRA's (not tuned here). `full_batch`
+    # samples per AdamW step in padded forwards, under bf16 autocast when train_dtype is
+    # bfloat16 (fp32 weights and update): one sample per step paid a 135M-parameter AdamW
+    # update per sample. 2e-5 was the lr at one sample per step; at 8 the steps are 8x
+    # fewer, and the lr follows Adam's square-root rule (Malladi et al. 2022): 2e-5 * sqrt(8)
+    full_lr: float = 5.7e-5
     full_epochs: int = 2
+    full_batch: int = 8
     update_lr: float = 1e-3  # write -> write++
     bad_lr: float = 6e-3  # write++ -> the deliberately bad write (the new data, answers shuffled)
     bad_epochs: int = 3
@@ -86,6 +91,7 @@ QUICK = Sizes(
     shared_epochs=1,
     full_lr=1e-3,
     full_epochs=1,
+    full_batch=2,  # the test's Full SFT still takes a padded batch
     train_dtype="float32",
     max_new_tokens=6,
     max_steps=6,
@@ -114,7 +120,7 @@ PRESETS = {"full": FULL, "reduced": REDUCED, "quick": QUICK}
 ENV_PREFIX = "REPRODUCE_"
 AT_LEAST_ONE = (
     "train", "dev", "test", "gate_items", "rank", "shared_rank", "epochs", "shared_epochs",
-    "full_epochs",
+    "full_epochs", "full_batch",
     "bad_epochs", "max_steps", "max_phase_steps", "max_episode_tokens", "concurrency",
 )  # fmt: skip
 

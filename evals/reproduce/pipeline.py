@@ -150,7 +150,8 @@ def cuts(sizes: Sizes, engine: str) -> list[str]:
         f"(no bare-backbone turn before each phase) and moves on after {sizes.max_phase_steps} "
         "generations in one phase",
         f"engine: {engine} ({ENGINES[engine]})",
-        f"Full SFT: every backbone parameter fine-tuned (fp32, AdamW, lr {sizes.full_lr}, "
+        f"Full SFT: every backbone parameter fine-tuned (fp32 weights, {sizes.train_dtype} "
+        f"forward and backward, AdamW, lr {sizes.full_lr}, {sizes.full_batch} samples per step, "
         f"{sizes.full_epochs} epoch(s), untuned) on the Single LoRA's phase samples and loss "
         "mask; served on the same engine as its own backbone, under the hard policy with a "
         "zero (identity) LoRA loaded under each capability's name, so its episodes follow "

@@ -42,6 +42,13 @@ def test_the_estimate_is_the_measured_costs_times_the_runs_counts() -> None:
     assert 0 < n.decode_per_episode <= sizes.max_episode_tokens
     more = budget.counts(suite, build_tokenizer(), replace(sizes, shared_epochs=3))
     assert more.lora_tokens > n.lora_tokens  # one more pass of the Single LoRA costs tokens
+    from trainers.phases import build_samples
+
+    samples = build_samples(suite.trajectories["train"], build_tokenizer())
+    exact = sizes.full_epochs * sum(len(s.input_ids) for s in samples)
+    assert n.full_tokens == exact  # one sample per forward: no padding
+    padded = budget.full_sft_tokens(samples, sizes, max_tokens=8192)
+    assert exact < padded < 2 * exact  # padded forwards of 8 pad to their longest sample
 
     costs = budget.UnitCosts(lora_train=2e-3, full_train=5e-3, prefill=3e-4, decode=0.02)
     peft = budget.estimate(costs, n, "peft")
