@@ -5,16 +5,16 @@ long-poll and watch, gate, promote and rollback (docs/CONTRACTS.md section 2).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
-
-from securesystemslib.signer import Signer
+from typing import TYPE_CHECKING, Any, cast
 
 from registry.client.base import EndpointBase
 from registry.client.records import GateReport, PromoteResult, Revision
 from registry.client.transport import read_json
 from registry.client.watch import ChannelWatch
 from registry.errors import NotFoundError
-from registry.trust.channel import sign_revision
+
+if TYPE_CHECKING:  # securesystemslib and tuf load only when a revision is signed
+    from securesystemslib.signer import Signer
 
 
 class ChannelEndpoints(EndpointBase):
@@ -124,6 +124,8 @@ class ChannelEndpoints(EndpointBase):
         return self._sign(self.channel_revision(channel, number), signer)
 
     def _sign(self, revision: Revision, signer: Signer) -> dict[str, Any]:
+        from registry.trust.channel import sign_revision
+
         signature = sign_revision(revision, signer)
         path = f"/channels/{revision['channel']}/revisions/{revision['revision']}/signatures"
         return cast(dict[str, Any], self._post(path, {"signature": signature}))

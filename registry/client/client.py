@@ -12,14 +12,12 @@ import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
-
-from securesystemslib.signer import Signer
+from typing import TYPE_CHECKING, Any, cast
 
 from registry import errors
 from registry.client.endpoints import Endpoints
 from registry.client.records import Adapter, TokenInfo
-from registry.client.signing import pushed_identity, recorded_identity
+from registry.client.signing import approval_envelope, pushed_identity, signed_as_publisher
 from registry.client.transfers import (
     CHUNK_SIZE,
     ProgressCallback,
@@ -30,7 +28,9 @@ from registry.client.transfers import (
     verified,
     write_atomically,
 )
-from registry.trust.statements import APPROVE, PUBLISH, sign_identity
+
+if TYPE_CHECKING:  # securesystemslib imports boto3: 0.16 s on every weact command
+    from securesystemslib.signer import Signer
 
 
 class RegistryClient(Endpoints):
@@ -128,7 +128,7 @@ class RegistryClient(Endpoints):
                 parent_id=parent_id,
                 files=files,
             )
-            signature = sign_identity(identity, PUBLISH, signer)
+            signature = signed_as_publisher(identity, signer)
         return self.register_adapter(
             capability=capability,
             backbone=root,
@@ -142,7 +142,7 @@ class RegistryClient(Endpoints):
 
     def sign_approval(self, adapter_id: int, signer: Signer) -> dict[str, Any]:
         """Sign the version's identity as an approver and store the signature."""
-        envelope = sign_identity(recorded_identity(self, adapter_id), APPROVE, signer)
+        envelope = approval_envelope(self, adapter_id, signer)
         return self.add_signature(adapter_id, envelope)
 
     def _only_backbone_root(self) -> str:

@@ -12,10 +12,14 @@ the adapter's identity (registry.trust.statements).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from registry.trust.statements import AdapterIdentity
 from storage.manifest import manifest_of_path
+
+if TYPE_CHECKING:  # registry.trust loads securesystemslib, tuf and boto3: only when signing
+    from securesystemslib.signer import Signer
+
+    from registry.trust.statements import AdapterIdentity
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
@@ -38,6 +42,8 @@ def pushed_identity(
     parent_id: int | None,
     files: dict[str, str],
 ) -> AdapterIdentity:
+    from registry.trust.statements import AdapterIdentity
+
     return AdapterIdentity(
         capability=capability,
         manifest_root=manifest_of_path(directory / WEIGHTS_FILE).root,
@@ -48,6 +54,8 @@ def pushed_identity(
 
 
 def recorded_identity(client: AdapterReader, adapter_id: int) -> AdapterIdentity:
+    from registry.trust.statements import AdapterIdentity
+
     record = client.get_adapter(adapter_id)
     return AdapterIdentity(
         capability=record["capability"],
@@ -56,3 +64,17 @@ def recorded_identity(client: AdapterReader, adapter_id: int) -> AdapterIdentity
         parent=_parent_root(client, record["parent_id"]),
         config=record["files"][CONFIG_FILE],
     )
+
+
+def signed_as_publisher(identity: AdapterIdentity, signer: Signer) -> dict[str, Any]:
+    """The publisher's DSSE envelope of a pushed version's identity."""
+    from registry.trust.statements import PUBLISH, sign_identity
+
+    return sign_identity(identity, PUBLISH, signer)
+
+
+def approval_envelope(client: AdapterReader, adapter_id: int, signer: Signer) -> dict[str, Any]:
+    """An approver's DSSE envelope of the identity the registry records for a version."""
+    from registry.trust.statements import APPROVE, sign_identity
+
+    return sign_identity(recorded_identity(client, adapter_id), APPROVE, signer)
