@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import Harness, World, build_harness, empty_database, make_world
+from harness import Harness, World, build_harness, fresh_database, make_world
 from sqlalchemy import create_engine
 
 from registry.db.migrate import upgrade
@@ -49,13 +49,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        path = tmp_path / "registry.db"
-        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
-        return f"sqlite:///{path}"
-    url: str = request.getfixturevalue("pg_url")
-    empty_database(url)
-    return url
+    return fresh_database(request, tmp_path)
 
 
 @pytest.fixture

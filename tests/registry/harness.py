@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -204,6 +205,18 @@ def empty_database(url: str) -> None:
     with engine.begin() as conn:
         for table in reversed(Base.metadata.sorted_tables):
             conn.execute(table.delete())
+
+
+def fresh_database(request: Any, tmp: Path) -> str:
+    """The URL of an empty migrated database on the backend `request.param` names: a copy of
+    the SQLite template in `tmp`, or the session's PostgreSQL database emptied."""
+    if request.param == "sqlite":
+        path = tmp / "registry.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        return f"sqlite:///{path}"
+    url: str = request.getfixturevalue("pg_url")
+    empty_database(url)
+    return url
 
 
 def build_harness(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from factories import adapter_files, backbone_manifest_json, write_adapter, write_backbone
-from harness import empty_database
+from harness import fresh_database
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select, text, update
@@ -66,13 +66,7 @@ def built(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Database, list[int]]]:
     tmp = tmp_path_factory.mktemp("card-search")
-    if request.param == "sqlite":
-        path = tmp / "registry.db"
-        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
-        url = f"sqlite:///{path}"
-    else:
-        url = request.getfixturevalue("pg_url")
-        empty_database(url)
+    url = fresh_database(request, tmp)
     ids = _build(url, tmp)
     db = Database(url)
     yield db, ids

@@ -10,14 +10,13 @@ ancestors and descendants a walk over `parent_id` finds.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from factories import adapter_files, backbone_manifest_json, write_adapter, write_backbone
-from harness import empty_database
+from harness import fresh_database
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -85,13 +84,7 @@ def built(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Database, list[AdapterVersion]]]:
     tmp = tmp_path_factory.mktemp("scale-queries")
-    if request.param == "sqlite":
-        path = tmp / "registry.db"
-        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
-        url = f"sqlite:///{path}"
-    else:
-        url = request.getfixturevalue("pg_url")
-        empty_database(url)
+    url = fresh_database(request, tmp)
     every = _build(url, tmp)
     db = Database(url)
     yield db, every
