@@ -1,6 +1,7 @@
 """Full SFT seconds per sample, the per-sample loop against the batched trainer.
 
-`python bench/bench_full_sft.py BACKBONE VARIANT [N] [THREADS]` trains the first N (16)
+`python bench/bench_full_sft.py [--backbone DIR] [--variant V ...] [--n N] [--threads T]`
+(defaults: the packaged SmolLM2, `loop:1` then `bf16acc:8`, 8 samples) trains the first N
 samples of the full reproduce size's seeded Full SFT schedule (research suite, seed 0, 10
 train questions per kind, 2 epochs) on BACKBONE and prints wall and process CPU seconds per
 step and per sample. VARIANT: `loop:B` is the path before batching (`trainers.lora.run_steps`,
@@ -9,18 +10,22 @@ did), `fp32:B` / `bf16:B` are `trainers.full.full_steps` (padded forwards, B sam
 step, bf16 autocast or not; `fp32acc:B` / `bf16acc:B`: one sample per forward, the
 gradients of B accumulated before each step). Run the variants one after another on an
 idle machine; on a shared one compare CPU seconds with THREADS 1 (no spinning threads
-inflate them).
+inflate them). With two or more variants it ends with each one's wall and CPU time per sample
+as a ratio of the first's, measured side by side in the run.
 """
 
 from __future__ import annotations
 
+import argparse
 import resource
-import sys
 import time
 from pathlib import Path
 
 
-def main(backbone: str, variant: str, n: int = 16, threads: int | None = None) -> None:
+def main(
+    backbone: str, variant: str, n: int = 16, threads: int | None = None
+) -> tuple[float, float]:
+    """Train the first `n` samples as `variant` says; wall and CPU seconds per sample."""
     import torch
 
     from evals.suite import generate_suite
@@ -59,8 +64,27 @@ def main(backbone: str, variant: str, n: int = 16, threads: int | None = None) -
         f"{variant}, {torch.get_num_threads()} threads, {n} samples ({tokens} tokens): "
         f"{wall / n:.2f} s/sample wall, {used / n:.2f} CPU s/sample, max RSS {rss:.1f} GB"
     )
+    return wall / n, used / n
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backbone", help="a converted backbone (default: packaged SmolLM2)")
+    parser.add_argument("--variant", action="append", help="loop:B, fp32:B, bf16acc:B, ...")
+    parser.add_argument("--n", type=int, default=8, help="samples trained per variant")
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+    if args.backbone is None:
+        from runtime.models import smollm2_dir
+
+        args.backbone = str(smollm2_dir())
+    variants = args.variant or ["loop:1", "bf16acc:8"]
+    results = [main(args.backbone, v, args.n, args.threads) for v in variants]
+    first_wall, first_cpu = results[0]
+    for variant, (wall, cpu) in zip(variants, results, strict=True):
+        ratio = f"{wall / first_wall:.2f}x wall, {cpu / first_cpu:.2f}x CPU"
+        print(f"{variant}: {ratio} of {variants[0]}")
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    main(args[0], args[1], *(int(a) for a in args[2:]))
+    cli()

@@ -1,6 +1,7 @@
 """Why the constrained soft choice picks what it picks: its first move on test questions.
 
-`python bench/bench_soft_choice.py BACKBONE [N] [THREADS]` takes N (5) test questions of the
+`python bench/bench_soft_choice.py [BACKBONE] [N] [THREADS]` (default: the packaged SmolLM2)
+takes N (5) test questions of the
 full reproduce size's research suite (seed 0), renders the context WeAct-soft's first choice
 sees (the suite's system prompt and tools, load_lora described with the library's
 capabilities, the question, the assistant header) and teacher-forces every valid move
@@ -110,4 +111,8 @@ def main(backbone: str, n: int = 5, threads: int | None = None) -> None:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if not args:
+        from runtime.models import smollm2_dir
+
+        args = [str(smollm2_dir())]
     main(args[0], *(int(a) for a in args[1:]))
