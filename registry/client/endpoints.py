@@ -34,6 +34,8 @@ from registry.client.transfers import provenance_body
 from registry.client.transport import read_json
 from registry.names import parse_adapter_ref
 
+STATES_PER_REQUEST = 1000  # the registry's limit of ids per GET /adapters/states
+
 
 class Endpoints(ChannelEndpoints):
     """One method per JSON endpoint of the registry API; see docs/CONTRACTS.md section 2.
@@ -177,6 +179,15 @@ class Endpoints(ChannelEndpoints):
 
     def get_adapter(self, adapter_id: int) -> Adapter:
         return cast(Adapter, self._get(f"/adapters/{adapter_id}"))
+
+    def adapter_states(self, ids: Sequence[int]) -> dict[int, str]:
+        """Id -> state of each of `ids` that names a version, 1,000 ids per request."""
+        wanted, states = sorted(set(ids)), dict[int, str]()
+        for start in range(0, len(wanted), STATES_PER_REQUEST):
+            chunk = wanted[start : start + STATES_PER_REQUEST]
+            answer = self._get("/adapters/states", id=chunk)
+            states |= {int(s["id"]): str(s["state"]) for s in answer["states"]}
+        return states
 
     def adapter_by_name(self, name: str, backbone: str | None = None) -> Adapter:
         """The version `name` means: `write@2`, or an id (`#6`, `6`)."""

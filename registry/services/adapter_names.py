@@ -7,6 +7,7 @@ an ambiguous name is an `InvalidError` naming the candidates by id.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from sqlalchemy import select
@@ -67,3 +68,16 @@ def with_approver(session: Session, adapter: AdapterVersion) -> AdapterVersion:
         .limit(1)
     )
     return replace(adapter, approved_by=approver)
+
+
+MAX_STATES = 1000  # ids per request of `adapter_states`
+
+
+def adapter_states(session: Session, ids: Sequence[int]) -> dict[int, str]:
+    """Id -> state of each of `ids` that names a version (ids that name none are left out):
+    one query for what a server serving many versions checks every second."""
+    if not 1 <= len(ids) <= MAX_STATES:
+        raise InvalidError(f"give 1..{MAX_STATES} adapter ids")
+    query = select(SqlAdapterVersion.id, SqlAdapterVersion.state)
+    rows = session.execute(query.where(SqlAdapterVersion.id.in_(set(ids))))
+    return {adapter_id: state for adapter_id, state in rows}

@@ -113,7 +113,7 @@ class ServedFollower:
             served, pulled = self.table.snapshot(), self.table.pulled()
             ids = {b.adapter_id for b in served.values()} | set(pulled)
             try:
-                states = {i: self.client().get_adapter(i)["state"] for i in sorted(ids)}
+                states = self.client().adapter_states(sorted(ids)) if ids else {}
             except RegistryError as exc:
                 self._contact_failed("state check", exc)
                 return {}

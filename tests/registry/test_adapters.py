@@ -167,3 +167,25 @@ def _wide_manifest(api: Harness) -> dict[str, object]:
     from factories import backbone_manifest_json, write_backbone
 
     return backbone_manifest_json(write_backbone(api.tmp / "wide-bb", hidden=48))
+
+
+def test_states_of_many_versions_in_one_request(world: World) -> None:
+    api = world.api
+    first, second, third = (world.adapter("write", seed=s) for s in (1, 2, 3))
+    api.ok("POST", f"/adapters/{second['id']}/approve", "approver", json={})
+    api.ok("POST", f"/adapters/{third['id']}/reject", "approver", json={})
+    ids = [third["id"], 999, first["id"], second["id"], first["id"]]
+    query = "&".join(f"id={i}" for i in ids)
+    answer = api.ok("GET", f"/adapters/states?{query}", "reader")
+    assert answer == {
+        "states": [
+            {"id": first["id"], "state": "candidate"},
+            {"id": second["id"], "state": "approved"},
+            {"id": third["id"], "state": "rejected"},
+        ]
+    }
+    api.fails(422, "invalid", "GET", "/adapters/states", "reader")
+    api.fails(422, "invalid", "GET", "/adapters/states?id=0", "reader")
+    too_many = "&".join(f"id={i}" for i in range(1, 1002))
+    api.fails(422, "invalid", "GET", f"/adapters/states?{too_many}", "reader")
+    api.fails(401, "unauthorized", "GET", f"/adapters/states?id={first['id']}", None)

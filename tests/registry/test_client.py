@@ -332,6 +332,28 @@ def test_download_follows_a_redirect_to_a_presigned_url(
 # -- adapters --------------------------------------------------------------------------
 
 
+def test_states_of_many_versions_come_a_chunk_per_request(
+    live: LiveRegistry, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from registry.client import endpoints
+
+    alice = live.client("alice")
+    plan = alice.push_adapter(world.adapter_dirs["plan"], capability="plan")
+    writes = [
+        alice.push_adapter(world.adapter_dirs[d], capability="write") for d in ("write", "write2")
+    ]
+    live.client("bob").approve(plan["id"])
+    monkeypatch.setattr(endpoints, "STATES_PER_REQUEST", 2)
+    reader, asked = live.client("reader"), []
+    get = reader._get
+    reader._get = lambda path, **params: asked.append(params["id"]) or get(path, **params)  # type: ignore[method-assign]
+    ids = [writes[1]["id"], plan["id"], 999, writes[0]["id"], plan["id"]]
+    expected = {plan["id"]: "approved", writes[0]["id"]: "candidate", writes[1]["id"]: "candidate"}
+    assert reader.adapter_states(ids) == expected
+    assert asked == [sorted(expected)[:2], [sorted(expected)[2], 999]]
+    assert reader.adapter_states([]) == {}
+
+
 def test_push_then_pull_gives_identical_files(
     live: LiveRegistry, world: World, tmp_path: Path
 ) -> None:

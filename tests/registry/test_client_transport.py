@@ -253,6 +253,7 @@ def _calls(tmp_path: Path) -> dict[str, Callable[[RegistryClient], Any]]:
             "n", kind="integrity.refused", adapter="write@1", detail="root differs"
         ),
         "list_nodes": lambda c: c.list_nodes(),
+        "adapter_states": lambda c: c.adapter_states([1, 2]),
         "list_events": lambda c: c.list_events(),
         "verify_events": lambda c: c.verify_events(),
         "channel_revision": lambda c: c.channel_revision("prod", 1),

@@ -113,7 +113,11 @@ def test_the_follower_drops_revoked_and_moved_names_and_deletes_revoked_files(
         lambda: node, table, dropped.append, mode="no", library_dir=tmp_path,
         node_id="vllm-unit", channel="prod",
     )  # fmt: skip
+    asked: list[str] = []
+    get = node._get
+    node._get = lambda path, **params: asked.append(path) or get(path, **params)  # type: ignore[method-assign]
     assert follower.check() == {}
+    assert asked == ["/adapters/states"]  # one request for the three names' two versions
     world.promote(pwrite=new)
     moved = node.get_channel("prod")
     assert heads_of(moved, table.snapshot().values()) == {("prod", "pwrite"): new["name"]}

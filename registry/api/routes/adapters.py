@@ -15,9 +15,11 @@ from registry.api.schemas import (
     AdapterCreate,
     AdapterPage,
     AdapterPublic,
+    DbId,
     Decision,
     In,
     LineagePublic,
+    Out,
 )
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page
 from registry.names import ADAPTER_REF_PATTERN
@@ -35,6 +37,17 @@ router = APIRouter(tags=["adapters"])
 
 DECISION = errors(404, 401, 403, 409, 413, 422)
 AdapterId = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
+
+
+class AdapterStatePublic(Out):
+    id: int
+    state: AdapterState
+
+
+class AdapterStates(Out):
+    states: list[AdapterStatePublic] = Field(
+        description="The state of each id asked for that names a version, in id order."
+    )
 
 
 class TagUpdate(In):
@@ -155,6 +168,26 @@ def get_adapter_by_name(
     """The version a person's name for it means: `capability@version` or an id."""
     with state.db.read() as session:
         return adapter_names.resolve_adapter(session=session, name=name, backbone=backbone)
+
+
+@router.get("/adapters/states", response_model=AdapterStates, responses=errors(*READ))
+def get_adapter_states(
+    state: StateDep,
+    _reader: Reader,
+    ids: Annotated[
+        list[DbId],
+        Query(
+            alias="id",
+            min_length=1,
+            max_length=adapter_names.MAX_STATES,
+            description="An adapter id; repeat (up to 1,000). Ids of no version are left out.",
+        ),
+    ],
+) -> dict[str, list[dict[str, object]]]:
+    """The states of many versions in one request (a server re-checking what it serves)."""
+    with state.db.read() as session:
+        states = adapter_names.adapter_states(session, ids)
+    return {"states": [{"id": i, "state": states[i]} for i in sorted(states)]}
 
 
 @router.get("/adapters/{adapter_id}", response_model=AdapterPublic, responses=errors(404, *READ))
