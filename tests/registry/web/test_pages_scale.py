@@ -17,7 +17,7 @@ from bulk import seed_versions
 from test_pages import text_of
 from webworld import Site, counted
 
-from registry.services import adapters
+from registry.services import adapter_list
 from registry.services.blobs import blob_size
 
 COUNT = 1000
@@ -174,7 +174,7 @@ def _link(page: str, rel: str) -> str | None:
 def test_deep_pages_go_by_key_past_a_capped_count(
     big: Site, sort: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(adapters, "COUNT_CAP", 120)
+    monkeypatch.setattr(adapter_list, "COUNT_CAP", 120)
     first = big.get("/adapters", params={"capability": "bulk", "sort": sort})
     assert "120+ versions · page 1 of 3+" in text_of(first.text)
     assert 'data-page="3"' in first.text
