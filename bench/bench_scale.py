@@ -6,7 +6,8 @@ rest in bulk through the ORM models; plus a lineage chain of `--chain` versions)
 `weact serve` (1 worker) on loopback and one keep-alive client, requests taking turns
 (round-robin, so every row sees the same machine):
 
-- API reads: list (first page; a page deep in the table by cursor and by offset; filtered by
+- API reads: list (first page; a page deep in the table by cursor and by offset, the
+  offset at most `MAX_OFFSET` - 50 (deeper: 422, by cursor instead); filtered by
   capability, state, tag and model-card text: rare, in every card, 2 letters), get,
   lineage of the chain's tip, channel resolve; web pages: overview, adapters (first page,
   a deep page as its next link gives it, a text search), capabilities, one adapter (its
@@ -17,13 +18,22 @@ rest in bulk through the ORM models; plus a lineage chain of `--chain` versions)
 The table puts the sizes side by side: p50 and p99 of each, and the ratio of the p50s
 (target: reads within 2x). `--small` is the mode `make test` runs (seconds).
 
+Seeding 100,000 versions takes minutes. `--keep DIR` keeps each seeded registry (SQLite
+file, blobs and what the reads need under DIR; PostgreSQL: the database
+`weact_scale_keep_<versions>_<chain>`) and reuses it in later runs with the same DIR;
+`--only TEXT` (repeat) times just the reads whose names hold one of the texts, without the
+writes and the maintenance (which would change a kept registry): seed once, time a fix many
+times. Migrations newer than a kept registry are applied to it before it is read.
+
     nice .venv/bin/python bench/bench_scale.py [--versions 1000 --versions 100000]
         [--db sqlite --db postgresql] [--requests 200] [--chain 1000] [--small]
+        [--keep DIR] [--only 'by text' --only offset]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -32,7 +42,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -47,6 +58,7 @@ from synthetic import bench_database  # noqa: E402
 from registry.db.migrate import upgrade  # noqa: E402
 from registry.db.session import Database  # noqa: E402
 from registry.launcher import embedded_registry  # noqa: E402
+from registry.services.adapter_list import MAX_OFFSET  # noqa: E402
 from storage import open_store  # noqa: E402
 
 PER_PAGE = 50
@@ -56,6 +68,7 @@ Call = Callable[[httpx.Client], httpx.Response]
 def _reads(s: Seeded, versions: int) -> list[tuple[str, Call]]:
     cap = s.capabilities[0]
     deep = max(0, versions - PER_PAGE)
+    deepest_offset = min(deep, MAX_OFFSET - PER_PAGE)  # past it: 422 (after= instead)
 
     def get(path: str, **params: object) -> Call:
         return lambda c: c.get(path, params=params)
@@ -63,7 +76,10 @@ def _reads(s: Seeded, versions: int) -> list[tuple[str, Call]]:
     return [
         ("list, first page", get("/v1/adapters", limit=PER_PAGE)),
         ("list, deep page (after=)", get("/v1/adapters", limit=PER_PAGE, after=deep)),
-        ("list, deep page (offset=)", get("/v1/adapters", limit=PER_PAGE, offset=deep)),
+        (
+            "list, deep page (offset=)",
+            get("/v1/adapters", limit=PER_PAGE, offset=deepest_offset),
+        ),
         ("list by capability", get("/v1/adapters", limit=PER_PAGE, capability=cap)),
         ("list by state", get("/v1/adapters", limit=PER_PAGE, state="candidate")),
         ("list by tag", get("/v1/adapters", limit=PER_PAGE, tag="team=t3")),
@@ -146,28 +162,74 @@ def _child(command: str, database_url: str, store_url: str) -> None:
     print(json.dumps({"seconds": seconds, "rss_mib": rss}))
 
 
-def bench_one(kind: str, versions: int, args: argparse.Namespace) -> dict:
-    with (
-        tempfile.TemporaryDirectory() as tmp_dir,
-        bench_database(kind, Path(tmp_dir), args.pg_url, prefix="weact_scale") as url,
-    ):
-        tmp = Path(tmp_dir)
-        upgrade(url)
-        store_url = str(tmp / "blobs")
-        db = Database(url)
-        t0 = time.perf_counter()
-        seeded = seed(db, open_store(store_url), tmp / "files", versions, args.chain)
-        seed_s = time.perf_counter() - t0
-        db.dispose()
-        (tmp / "serve").mkdir()
-        headers = {"Authorization": f"Bearer {seeded.secret}"}
+@contextmanager
+def _kept_database(kind: str, directory: Path, pg_url: str, name: str) -> Iterator[str]:
+    """The URL of a database kept across runs: a file in `directory`, or (PostgreSQL) the
+    database `name` on `pg_url`'s server, created when absent."""
+    if kind == "sqlite":
+        yield f"sqlite:///{directory / 'registry.db'}"
+        return
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        found = conn.scalar(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name})
+        if not found:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    admin.dispose()
+    yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+
+
+@contextmanager
+def _registry(kind: str, versions: int, args: argparse.Namespace) -> Iterator[tuple[Path, str]]:
+    """A directory for the run and the database URL: scratch ones, or with `--keep` the
+    kept ones of this database, size and chain."""
+    if args.keep is None:
         with (
-            embedded_registry(tmp / "serve", url, store_url) as server,
+            tempfile.TemporaryDirectory() as tmp_dir,
+            bench_database(kind, Path(tmp_dir), args.pg_url, prefix="weact_scale") as url,
+        ):
+            yield Path(tmp_dir), url
+        return
+    directory = Path(args.keep).resolve() / f"{kind}-{versions}-{args.chain}"
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"weact_scale_keep_{versions}_{args.chain}"
+    with _kept_database(kind, directory, args.pg_url, name) as url:
+        yield directory, url
+
+
+def bench_one(kind: str, versions: int, args: argparse.Namespace) -> dict:
+    with _registry(kind, versions, args) as (tmp, url):
+        upgrade(url)
+        store_url, saved = str(tmp / "blobs"), tmp / "seeded.json"
+        seed_s = 0.0
+        if saved.exists():
+            seeded = Seeded(**json.loads(saved.read_text()))
+        else:
+            db = Database(url)
+            t0 = time.perf_counter()
+            seeded = seed(db, open_store(store_url), tmp / "files", versions, args.chain)
+            seed_s = time.perf_counter() - t0
+            db.dispose()
+            if args.keep is not None:
+                saved.write_text(json.dumps(dataclasses.asdict(seeded)))
+        serve = tmp / f"serve-{os.getpid()}"
+        serve.mkdir()
+        headers = {"Authorization": f"Bearer {seeded.secret}"}
+        reads = _reads(seeded, versions)
+        if args.only:
+            reads = [(name, call) for name, call in reads if any(t in name for t in args.only)]
+        with (
+            embedded_registry(serve, url, store_url) as server,
             httpx.Client(base_url=server.url, headers=headers, timeout=120) as client,
         ):
-            rows = _round_robin(client, _reads(seeded, versions), args.requests)
-            rows.update(_writes(client, seeded, args.writes))
-        maintenance = {cmd: _maintenance(cmd, url, store_url) for cmd in ("fsck", "gc")}
+            rows = _round_robin(client, reads, args.requests)
+            if not args.only:
+                rows.update(_writes(client, seeded, args.writes))
+        maintenance = {}
+        if not args.only:
+            maintenance = {cmd: _maintenance(cmd, url, store_url) for cmd in ("fsck", "gc")}
     return {"seed_s": seed_s, "rows": rows, "maintenance": maintenance}
 
 
@@ -179,7 +241,7 @@ def _print(kind: str, sizes: list[int], results: dict[int, dict]) -> None:
     for name in results[small]["rows"]:
         (a50, a99), (b50, b99) = results[small]["rows"][name], results[large]["rows"][name]
         print(f"{name:28}{a50:9.2f}{a99:9.2f}{b50:10.2f}{b99:9.2f}{b50 / a50:10.2f}x")
-    for cmd in ("fsck", "gc"):
+    for cmd in results[small]["maintenance"]:
         (a_s, a_mb) = results[small]["maintenance"][cmd]
         (b_s, b_mb) = results[large]["maintenance"][cmd]
         print(
@@ -199,6 +261,10 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=40, help="timed registers and promotes")
     parser.add_argument("--chain", type=int, default=1000, help="depth of the lineage chain")
     parser.add_argument("--small", action="store_true", help="seconds: 100 vs 400 versions")
+    parser.add_argument("--keep", metavar="DIR", help="keep the seeded registries, reuse them")
+    parser.add_argument(
+        "--only", action="append", metavar="TEXT", help="time only the reads named so (repeat)"
+    )
     parser.add_argument(
         "--pg-url",
         default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres",

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from registry.db.session import Database
-from registry.services import adapters, lineage
+from registry.services import adapter_list, lineage
 from registry.services.fsck import fsck
 from registry.services.gc import collect_garbage
 from storage import open_store
@@ -33,8 +33,8 @@ def test_a_seeded_registry_reads_and_checks_clean(tmp_path: Path, sqlite_templat
     try:
         seeded = seed(db, store, tmp_path / "files", 150, 3, service=10, spare=2)
         with db.read() as session:
-            assert adapters.list_adapters(session=session, limit=1).total == 153
-            tagged = adapters.list_adapters(session=session, tags=["team=t3"], limit=1000)
+            assert adapter_list.list_adapters(session=session, limit=1).total == 153
+            tagged = adapter_list.list_adapters(session=session, tags=["team=t3"], limit=1000)
             assert tagged.total == len(range(3, 150, 12))  # no chain version is team t3
             found = lineage.lineage(session=session, adapter_id=seeded.chain_tip)
             assert len(found.ancestors) == 2

@@ -232,7 +232,9 @@ def adapter_pull(
 @click.option("--backbone", "backbone_root", default=None)
 @click.option("--state", type=click.Choice(STATES), default=None)
 @click.option("--limit", type=int, default=None)
-@click.option("--offset", type=int, default=None)
+@click.option(
+    "--offset", type=int, default=None, help="Skip this many (at most 10,000; deeper: --after)."
+)
 @click.option("--after", type=int, default=None, help="Only versions whose id is above this.")
 @_tag_option("--tag", "tags", help="Only versions with this tag (repeat: all of them).")
 @click.option("--label", default=None, help="Only versions with this label.")

@@ -1,4 +1,5 @@
-"""Adapter versions: register (with the fit checks), list and search, show.
+"""Adapter versions: register (with the fit checks), show (list and search:
+`registry/services/adapter_list.py`).
 
 A version's files are its PEFT pair (`adapter_config.json`, `adapter_model.safetensors`)
 and, when the directory has them, its model card (`README.md`, also kept as text for search
@@ -21,7 +22,7 @@ from registry.audit import append_event
 from registry.db.convert import to_adapter
 from registry.db.models import SqlAdapterTag, SqlAdapterVersion, SqlBackbone, SqlCapability
 from registry.db.session import Database
-from registry.domain import AdapterState, AdapterVersion, Page, Principal
+from registry.domain import AdapterState, AdapterVersion, Principal
 from registry.errors import (
     ConflictError,
     DigestMismatchError,
@@ -32,11 +33,10 @@ from registry.errors import (
 from registry.services.backbones import backbone_manifest, find_backbone_row
 from registry.services.blobs import require_blob
 from registry.services.capabilities import find_capability_row
-from registry.services.card_search import narrow
 from registry.services.fit import check_fit, read_config
 from registry.services.gc import guard_blobs
 from registry.services.retry import with_retries
-from registry.services.tags import check_tags, search_filters
+from registry.services.tags import check_tags
 from registry.settings import DEFAULT_ADAPTER_LIMITS, LIMIT_SETTINGS
 from storage import (
     BlobStore,
@@ -55,19 +55,6 @@ CARD_FILE = "README.md"
 TRAINING_FILE = "training.json"
 ALLOWED_FILES = (*REQUIRED_FILES, CARD_FILE, TRAINING_FILE)
 MAX_CARD_BYTES = 256 * 1024
-MAX_PAGE = 1000
-SORTS = {
-    "oldest": (SqlAdapterVersion.id,),
-    "newest": (SqlAdapterVersion.id.desc(),),
-    "name": (SqlCapability.name, SqlAdapterVersion.version),
-    "state": (SqlAdapterVersion.state, SqlAdapterVersion.id),
-    "label": (SqlAdapterVersion.label.is_(None), SqlAdapterVersion.label, SqlAdapterVersion.id),
-}
-"""How `list_adapters` orders versions (each order is total: ties fall back to the id)."""
-KEYSET_SORTS = ("oldest", "newest")  # the orders `after` and `before` page by key
-COUNT_CAP = 10_000
-"""A page's `total` counts this many matches at most (reading more would grow with the
-table); past it, `total_exact` is False and `total` is a lower bound."""
 
 
 @dataclass(frozen=True)
@@ -338,63 +325,3 @@ def find_adapter_row(session: Session, adapter_id: int) -> SqlAdapterVersion:
 
 def get_adapter(*, session: Session, adapter_id: int) -> AdapterVersion:
     return to_adapter(find_adapter_row(session, adapter_id))
-
-
-def list_adapters(
-    *,
-    session: Session,
-    capability: str | None = None,
-    backbone: str | None = None,
-    state: str | None = None,
-    limit: int = 100,
-    offset: int = 0,
-    tags: list[str] | None = None,
-    label: str | None = None,
-    parent_id: int | None = None,
-    text: str | None = None,
-    sort: str = "oldest",
-    after: int | None = None,
-    before: int | None = None,
-) -> Page:
-    """Adapters filtered by capability name, backbone root, state, `key=value` tags (all),
-    label, parent and text in the model card; ordered by `sort` (one of `SORTS`).
-
-    `after` keeps the versions past that id (above it; below it with the `newest` order):
-    with the `oldest` and `newest` orders it pages by key (the next page starts after the
-    last id of this one, and its cost does not grow with the page's depth, unlike
-    `offset`, whose skipped rows are still read). `before` (same orders) gives the page
-    that ends just before that id: the previous page, by key. `total` counts the matches,
-    whatever the page, up to `COUNT_CAP` (`total_exact` False past it).
-    """
-    if not 1 <= limit <= MAX_PAGE or offset < 0:
-        raise InvalidError(f"limit must be 1..{MAX_PAGE} and offset >= 0")
-    if (after is not None and after < 0) or (before is not None and before < 0):
-        raise InvalidError("after and before must be >= 0")
-    if before is not None and (after is not None or offset or sort not in KEYSET_SORTS):
-        raise InvalidError("before pages by key in the oldest and newest orders, alone")
-    if state is not None and state not in {s.value for s in AdapterState}:
-        raise InvalidError(f"unknown state {state!r}; one of {[s.value for s in AdapterState]}")
-    if sort not in SORTS:
-        raise InvalidError(f"unknown sort {sort!r}; one of {list(SORTS)}")
-    query = select(SqlAdapterVersion).join(SqlAdapterVersion.capability)
-    if capability is not None:
-        query = query.where(SqlCapability.name == capability)
-    if backbone is not None:
-        query = query.join(SqlAdapterVersion.backbone).where(SqlBackbone.root == backbone)
-    if state is not None:
-        query = query.where(SqlAdapterVersion.state == state)
-    query = search_filters(query, tags=tags or (), label=label, parent_id=parent_id)
-    (query, key), newest = narrow(query, session=session, text=text), sort == "newest"
-    counted = query.with_only_columns(SqlAdapterVersion.id).limit(COUNT_CAP + 1).subquery()
-    total = session.scalar(select(func.count()).select_from(counted)) or 0
-    if after is not None:
-        query = query.where(key < after if newest else key > after)
-    if before is not None:  # the rows just before it, read backwards, then put in order
-        query = query.where(key > before if newest else key < before)
-        rows = list(session.scalars(query.order_by(key if newest else key.desc()).limit(limit)))
-        rows.reverse()
-    else:
-        order = SORTS[sort] if sort not in KEYSET_SORTS else (key.desc() if newest else key,)
-        rows = list(session.scalars(query.order_by(*order).limit(limit).offset(offset)))
-    items = [to_adapter(r) for r in rows]
-    return Page(items=items, total=min(total, COUNT_CAP), total_exact=total <= COUNT_CAP)

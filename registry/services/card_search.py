@@ -12,7 +12,8 @@ that condition exactly and adds an index in front of it where one exists (migrat
   characters has no trigram: it is a scan, as before, and so is a database without the
   table.
 - PostgreSQL: the ``LIKE`` as it is; the GIN ``pg_trgm`` index on ``lower(card)``, when the
-  migration could create it, serves it (the planner rechecks every candidate).
+  migration could create it, serves it (the planner rechecks every candidate). The pattern
+  is a literal in the statement, so the planner weighs each text (`_pattern`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,17 @@ from __future__ import annotations
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import ColumnElement, Engine, Select, column, func, literal_column, table
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Select,
+    String,
+    bindparam,
+    column,
+    func,
+    literal_column,
+    table,
+)
 from sqlalchemy import text as sql
 from sqlalchemy.orm import Session
 
@@ -45,7 +56,7 @@ def narrow(
     if not text.strip():
         raise InvalidError("text to search must not be blank")
     needle = text.lower()
-    scan = func.lower(SqlAdapterVersion.card).like(f"%{_escape(needle)}%", escape="\\")
+    scan = func.lower(SqlAdapterVersion.card).like(_pattern(session, needle), escape="\\")
     if len(needle) < TRIGRAM or "\x00" in needle or not uses_index(session):
         return query.where(scan), SqlAdapterVersion.id.expression
     index = table(FTS_TABLE, column("rowid"))
@@ -68,6 +79,19 @@ def uses_index(session: Session) -> bool:
         )
         _has_index[engine] = bool(found)
     return _has_index[engine]
+
+
+def _pattern(session: Session, needle: str) -> Any:
+    """The `LIKE` pattern: a parameter, or (PostgreSQL) a literal in the statement. A
+    parameter hides the text from PostgreSQL's planner once the statement is prepared
+    (psycopg prepares a statement run 5 times; PostgreSQL then keeps one generic plan): a
+    plan for any text reads the whole trigram index for a text in most cards (100,000
+    versions: 44 ms before the first row) or under 3 characters (no trigram: 110 ms), where
+    the plan for the text itself stops a scan at the page or the count's cap."""
+    pattern = f"%{_escape(needle)}%"
+    if session.get_bind().dialect.name != "postgresql":
+        return pattern
+    return bindparam("card_text", pattern, type_=String(), literal_execute=True)
 
 
 def _escape(text: str) -> str:

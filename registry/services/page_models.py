@@ -28,6 +28,7 @@ from registry.domain import (
 )
 from registry.errors import NotFoundError
 from registry.services import (
+    adapter_list,
     adapters,
     backbones,
     capabilities,
@@ -143,7 +144,7 @@ def node_statuses(*, session: Session) -> list[NodeStatus]:
 def overview(*, session: Session, waiting_page: int = 1) -> Overview:
     """The front page: counts, channel heads, a page of the candidates awaiting a decision
     (oldest first, ``WAITING_PER_PAGE`` a page), nodes, audit."""
-    waiting = adapters.list_adapters(
+    waiting = adapter_list.list_adapters(
         session=session,
         state=AdapterState.CANDIDATE.value,
         limit=WAITING_PER_PAGE,
@@ -186,8 +187,9 @@ def adapter_listing(
     """A page of versions (the query of ``GET /v1/adapters`` and ``weact adapter list``:
     the same filters, search and sort; `after`/`before`: the page past or before that id,
     by key) and what its filters offer. One row more than a page is read to tell whether
-    another page follows (before `before`, the page it came from does)."""
-    found = adapters.list_adapters(
+    another page follows (before `before`, the page it came from does; by offset, none past
+    `MAX_OFFSET`)."""
+    found = adapter_list.list_adapters(
         session=session,
         capability=capability,
         backbone=backbone,
@@ -201,7 +203,8 @@ def adapter_listing(
         after=after,
         before=before,
     )
-    more = before is not None or len(found.items) > limit
+    deeper = sort in adapter_list.KEYSET_SORTS or offset + limit <= adapter_list.MAX_OFFSET
+    more = before is not None or (len(found.items) > limit and deeper)
     found = replace(found, items=found.items[:limit])
     return AdapterListing(
         page=found,
@@ -245,7 +248,7 @@ def _promotable(
     """The newest `PROMOTABLE` approved versions on ``backbone`` of each capability."""
     by_capability: dict[str, list[AdapterVersion]] = {}
     for name in names:
-        approved = adapters.list_adapters(
+        approved = adapter_list.list_adapters(
             session=session,
             capability=name,
             backbone=backbone,

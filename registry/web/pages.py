@@ -30,7 +30,7 @@ from registry.domain import AdapterState, AdapterVersion
 from registry.errors import InvalidError
 from registry.names import check_name
 from registry.services import adapter_names, page_compare, page_models, page_queries, trust_roots
-from registry.services.adapters import KEYSET_SORTS
+from registry.services.adapter_list import KEYSET_SORTS
 from registry.web.chart import score_charts
 from registry.web.deps import Viewer
 from registry.web.diff import diff_revisions, history

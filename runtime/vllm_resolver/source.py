@@ -33,15 +33,17 @@ class ResolveRefused(Exception):
 
 
 def find_version(client: RegistryClient, capability: str, version: int) -> Adapter:
-    offset = 0
+    """The version `capability@version`, its capability's pages walked by key (`after`: an
+    offset stops at 10,000 and reads what it skips)."""
+    after: int | None = None
     while True:
-        page = client.list_adapters(capability=capability, limit=100, offset=offset)
+        page = client.list_adapters(capability=capability, limit=100, after=after)
         for adapter in page["items"]:
             if adapter["version"] == version:
                 return adapter
-        offset += len(page["items"])
-        if not page["items"] or offset >= page["total"]:
+        if not page["items"]:
             raise ResolveRefused(f"no adapter {capability}@{version} in the registry")
+        after = page["items"][-1]["id"]
 
 
 class RegistrySource:

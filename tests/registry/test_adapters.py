@@ -38,6 +38,49 @@ def test_list_filters_and_pages(world: World) -> None:
     assert api.ok("GET", f"/adapters?backbone={'0' * 64}", "reader")["total"] == 0
 
 
+def test_offset_stops_at_the_cap_and_points_to_after(world: World) -> None:
+    api = world.api
+    ids = [world.adapter("write", seed=s)["id"] for s in (1, 2)]
+    deepest = api.ok("GET", "/adapters?offset=10000", "reader")
+    assert (deepest["items"], deepest["total"]) == ([], 2)
+    refused = api.fails(422, "invalid", "GET", "/adapters?offset=10001", "reader")
+    assert "offset must be at most 10000" in str(refused)
+    assert "after=" in str(refused)
+    by_key = api.ok("GET", f"/adapters?after={ids[0]}", "reader")
+    assert [a["id"] for a in by_key["items"]] == ids[1:]
+    spec = api.client.get("/openapi.json").json()
+    param = spec["paths"]["/v1/adapters"]["get"]["parameters"]
+    offset = next(p for p in param if p["name"] == "offset")
+    assert offset["schema"]["maximum"] == 10000
+    assert "after" in offset["description"]
+
+
+def test_tag_filters_in_every_order(world: World) -> None:
+    api = world.api
+    made = [
+        world.adapter(cap, seed=s, tags={"team": f"t{s % 2}", "run": f"r{s % 3}"})
+        for s, cap in enumerate(["write", "plan", "write", "plan", "write", "plan"], start=1)
+    ]
+    api.ok("POST", f"/adapters/{made[2]['id']}/approve", "approver", json={})
+    team = [a for a in made if a["tags"]["team"] == "t1"]
+    both = [a for a in team if a["tags"]["run"] == "r0"]
+    keys = {
+        "oldest": lambda a: a["id"],
+        "newest": lambda a: -a["id"],
+        "name": lambda a: (a["capability"], a["version"]),
+    }
+    for sort, key in keys.items():
+        for tags, expected in (("tag=team=t1", team), ("tag=team=t1&tag=run=r0", both)):
+            found = api.ok("GET", f"/adapters?{tags}&sort={sort}&limit=2&offset=1", "reader")
+            ordered = [a["id"] for a in sorted(expected, key=key)]
+            assert [a["id"] for a in found["items"]] == ordered[1:3]
+            assert (found["total"], found["total_exact"]) == (len(expected), True)
+    approved = api.ok("GET", "/adapters?tag=team=t1&state=approved", "reader")
+    assert [a["id"] for a in approved["items"]] == [made[2]["id"]]
+    assert api.ok("GET", "/adapters?tag=team=t1&capability=write", "reader")["total"] == 3
+    assert api.ok("GET", "/adapters?tag=team=t0&capability=write", "reader")["total"] == 0
+
+
 def test_show_and_lineage(world: World) -> None:
     api = world.api
     v1 = world.adapter("write", seed=1)

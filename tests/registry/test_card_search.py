@@ -27,7 +27,7 @@ from registry.db.migrate import downgrade, upgrade
 from registry.db.models import SqlAdapterVersion
 from registry.db.session import Database
 from registry.domain import Principal, Role
-from registry.services import adapters, backbones, capabilities, card_search
+from registry.services import adapter_list, adapters, backbones, capabilities, card_search
 from storage import open_store
 
 ADMIN = Principal("root", Role.ADMIN)
@@ -83,7 +83,7 @@ def _scan(session: Session, query: str) -> list[int]:
 def _found(session: Session, query: str) -> list[int]:
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SET LOCAL enable_seqscan = off"))  # the index where it can
-    page = adapters.list_adapters(session=session, text=query, limit=adapters.MAX_PAGE)
+    page = adapter_list.list_adapters(session=session, text=query, limit=adapter_list.MAX_PAGE)
     assert page.total == len(page.items)
     return [a.id for a in page.items]
 

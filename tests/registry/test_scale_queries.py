@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from registry.db.session import Database
 from registry.domain import AdapterVersion, Principal, Role
-from registry.services import adapters, backbones, capabilities, lifecycle, lineage
+from registry.services import adapter_list, adapters, backbones, capabilities, lifecycle, lineage
 from storage import open_store
 
 ADMIN = Principal("root", Role.ADMIN)
@@ -72,7 +72,7 @@ def _build(url: str, tmp: Path) -> list[AdapterVersion]:
                 lifecycle.approve_adapter(session=session, actor=ADMIN, adapter_id=adapter_id)
             elif i % 5 == 4:
                 lifecycle.reject_adapter(session=session, actor=ADMIN, adapter_id=adapter_id)
-        every = adapters.list_adapters(session=session, limit=adapters.MAX_PAGE).items
+        every = adapter_list.list_adapters(session=session, limit=adapter_list.MAX_PAGE).items
     db.dispose()
     return every
 
@@ -131,7 +131,7 @@ def test_keyset_pages_walk_every_match_once(
     after: int | None = None
     with db.read() as session:
         while True:
-            page = adapters.list_adapters(
+            page = adapter_list.list_adapters(
                 session=session, limit=limit, after=after, sort=sort, **filters
             )
             assert page.total == len(expected)
@@ -143,7 +143,7 @@ def test_keyset_pages_walk_every_match_once(
         by_offset = [
             a.id
             for start in range(0, len(expected) + limit, limit)
-            for a in adapters.list_adapters(
+            for a in adapter_list.list_adapters(
                 session=session, limit=limit, offset=start, sort=sort, **filters
             ).items
         ]
@@ -190,11 +190,11 @@ def test_after_keeps_the_versions_past_it_in_any_order(
 ) -> None:
     db, every = built
     with db.read() as session:
-        named = adapters.list_adapters(
-            session=session, limit=adapters.MAX_PAGE, after=3, sort="name"
+        named = adapter_list.list_adapters(
+            session=session, limit=adapter_list.MAX_PAGE, after=3, sort="name"
         )
-        skipped = adapters.list_adapters(
-            session=session, limit=adapters.MAX_PAGE, after=3, offset=2
+        skipped = adapter_list.list_adapters(
+            session=session, limit=adapter_list.MAX_PAGE, after=3, offset=2
         )
     assert sorted(a.id for a in named.items) == [a.id for a in every if a.id > 3]
     assert [a.id for a in skipped.items] == [a.id for a in every if a.id > 3][2:]

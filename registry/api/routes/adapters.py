@@ -24,6 +24,7 @@ from registry.api.schemas import (
 from registry.domain import AdapterState, AdapterVersion, Lineage, Page
 from registry.names import ADAPTER_REF_PATTERN
 from registry.services import (
+    adapter_list,
     adapter_names,
     adapters,
     lifecycle,
@@ -90,8 +91,17 @@ def get_adapters(
     capability: str | None = None,
     backbone: str | None = None,
     adapter_state: Annotated[AdapterState | None, Query(alias="state")] = None,
-    limit: Annotated[int, Query(ge=1, le=adapters.MAX_PAGE)] = 100,
-    offset: Annotated[int, Query(ge=0, le=MAX_DB_INT)] = 0,
+    limit: Annotated[int, Query(ge=1, le=adapter_list.MAX_PAGE)] = 100,
+    offset: Annotated[
+        int,
+        Query(
+            ge=0,
+            le=MAX_DB_INT,
+            json_schema_extra={"maximum": adapter_list.MAX_OFFSET},
+            description=f"Matches to skip, at most {adapter_list.MAX_OFFSET} (past it: 422). "
+            "Deeper pages go by key with after=, whose cost does not grow with depth.",
+        ),
+    ] = 0,
     after: Annotated[
         int | None,
         Query(
@@ -116,7 +126,7 @@ def get_adapters(
     ] = "oldest",
 ) -> Page:
     with state.db.read() as session:
-        return adapters.list_adapters(
+        return adapter_list.list_adapters(
             session=session,
             capability=capability,
             backbone=backbone,

@@ -17,7 +17,7 @@ from bulk import seed_versions
 from test_pages import text_of
 from webworld import Site, counted
 
-from registry.services import adapters
+from registry.services import adapter_list
 from registry.services.blobs import blob_size
 
 COUNT = 1000
@@ -174,7 +174,7 @@ def _link(page: str, rel: str) -> str | None:
 def test_deep_pages_go_by_key_past_a_capped_count(
     big: Site, sort: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(adapters, "COUNT_CAP", 120)
+    monkeypatch.setattr(adapter_list, "COUNT_CAP", 120)
     first = big.get("/adapters", params={"capability": "bulk", "sort": sort})
     assert "120+ versions · page 1 of 3+" in text_of(first.text)
     assert 'data-page="3"' in first.text
@@ -198,3 +198,18 @@ def test_deep_pages_go_by_key_past_a_capped_count(
         back.append(rows(page.text))
         url = _link(page.text, "prev")
     assert back[::-1] == pages
+
+
+def test_pages_by_offset_stop_at_the_offset_cap(big: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(adapter_list, "MAX_OFFSET", 100)  # as deep as the count goes
+    monkeypatch.setattr(adapter_list, "COUNT_CAP", 100)
+    params = {"capability": "bulk", "sort": "name"}
+    second = big.get("/adapters", params={**params, "page": 2})
+    assert _link(second.text, "next") is not None  # page 3 starts at offset 100
+    third = big.get("/adapters", params={**params, "page": 3})
+    assert len(rows(third.text)) == 50
+    assert _link(third.text, "next") is None  # page 4 would skip 150
+    fourth = big.get("/adapters", params={**params, "page": 4})
+    assert fourth.status_code == 422
+    keyset = big.get("/adapters", params={**params, "sort": "oldest", "page": 3})
+    assert _link(keyset.text, "next") is not None  # by key: no cap
