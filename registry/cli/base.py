@@ -20,8 +20,6 @@ from clikit.errors import CommandError
 from clikit.options import json_option, token_option, verbose_option
 from clikit.output import Output
 from registry import errors
-from registry.client import RegistryClient
-from registry.client.url_cli import registry_url_option
 from registry.names import parse_adapter_ref
 from storage.errors import StorageError
 
@@ -70,7 +68,11 @@ def client_command(
     error: type[CommandError] = CommandError, *, mutation: bool = False
 ) -> Callable[[F], F]:
     """Add --registry/--token/--json (and -v for a `mutation`, which prints one line
-    without it) and call the command with `client=` and `out=`."""
+    without it) and call the command with `client=` and `out=`. The client (and httpx) is
+    imported here, by the modules of client commands: `weact serve` and the commands that go
+    to the database directly import this module for `fail_cleanly` alone."""
+    from registry.client import RegistryClient
+    from registry.client.url_cli import registry_url_option
 
     def decorate(fn: F) -> F:
         @fail_cleanly(error=error)
