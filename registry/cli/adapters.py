@@ -18,7 +18,7 @@ import click
 from clikit.output import Output
 from clikit.progress import transfer_progress
 from registry import errors
-from registry.cli.base import adapter_argument, check_adapter_name, client_command
+from registry.cli.base import adapter_argument, check_adapter_name, client_command, signer_of
 from registry.cli.render import (
     adapter_line,
     render_adapter,
@@ -30,8 +30,6 @@ from registry.cli.trust import verify
 from registry.client import RegistryClient
 from registry.client.replay import refuse_replay
 from registry.client.transfers import TRAINING_FILE, training_provenance
-from registry.trust import load_signer
-from registry.trust.offline import SIGNATURES_FILE
 
 STATES = ("candidate", "approved", "rejected", "revoked")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -133,7 +131,7 @@ def adapter_push(
                 provenance=stated,
                 progress=progress,
                 tags=tags,
-                signer=load_signer(key_file) if key_file else None,
+                signer=signer_of(key_file),
             )
         except errors.ConflictError as exc:
             if not (isinstance(exc.detail, dict) and "adapter_id" in exc.detail):
@@ -222,6 +220,8 @@ def adapter_pull(
         path = client.pull_adapter(adapter_id, to_dir, progress)
     envelopes = [s["envelope"] for s in client.list_signatures(adapter_id)]
     if envelopes:  # an unsigned version pulls as its PEFT files alone
+        from registry.trust.offline import SIGNATURES_FILE
+
         (path / SIGNATURES_FILE).write_text(json.dumps(envelopes, indent=2) + "\n")
     pulled = {"adapter_id": adapter_id, "name": adapter, "path": str(path)}
     out.show(pulled, lambda r: f"pulled to {r['path']}")
@@ -343,6 +343,8 @@ def _decision(verb: str, doc: str) -> click.Command:
         if key_file is not None:
             if verb != "approve":
                 raise click.UsageError("--key signs approvals only")
+            from registry.trust import load_signer
+
             client.sign_approval(adapter_id, load_signer(key_file))
         decided = getattr(client, verb)(adapter_id, reason)
         out.confirm(decided, adapter_line(DONE[verb]), render_adapter)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -19,12 +20,25 @@ from clikit.errors import CommandError
 from clikit.options import json_option, token_option, verbose_option
 from clikit.output import Output
 from registry import errors
-from registry.client import RegistryClient
-from registry.client.url_cli import registry_url_option
 from registry.names import parse_adapter_ref
 from storage.errors import StorageError
 
+if TYPE_CHECKING:
+    from securesystemslib.signer import Signer
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def signer_of(key_file: Path | None) -> Signer | None:
+    """The private key in `key_file` as a signer, None without one. `registry.trust` is
+    imported here, by the commands that sign: it imports securesystemslib and, through it,
+    boto3 (0.3 s that every other `weact adapter` or `weact channel` command would pay)."""
+    if key_file is None:
+        return None
+    from registry.trust import load_signer
+
+    return load_signer(key_file)
+
 
 HANDLED: tuple[type[Exception], ...] = (errors.RegistryError, StorageError)
 """What a registry command may fail with, besides clikit's own (`OSError`, bad JSON)."""
@@ -54,7 +68,11 @@ def client_command(
     error: type[CommandError] = CommandError, *, mutation: bool = False
 ) -> Callable[[F], F]:
     """Add --registry/--token/--json (and -v for a `mutation`, which prints one line
-    without it) and call the command with `client=` and `out=`."""
+    without it) and call the command with `client=` and `out=`. The client (and httpx) is
+    imported here, by the modules of client commands: `weact serve` and the commands that go
+    to the database directly import this module for `fail_cleanly` alone."""
+    from registry.client import RegistryClient
+    from registry.client.url_cli import registry_url_option
 
     def decorate(fn: F) -> F:
         @fail_cleanly(error=error)

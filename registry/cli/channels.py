@@ -13,7 +13,7 @@ from rich.text import Text
 from clikit.errors import UncheckedError
 from clikit.output import Output
 from registry import errors
-from registry.cli.base import client_command
+from registry.cli.base import client_command, signer_of
 from registry.cli.render import (
     render_gate,
     render_revision,
@@ -24,7 +24,6 @@ from registry.cli.render import (
 from registry.client import GateReport, RegistryClient
 from registry.gate_rules import PASSING
 from registry.names import parse_adapter_ref
-from registry.trust import load_signer
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -130,7 +129,7 @@ def promote(
 ) -> None:
     """Promote adapters into CHANNEL as a new revision, if the gate passes."""
     request = _promotion(client, **options)
-    signer = load_signer(key_file) if key_file is not None else None
+    signer = signer_of(key_file)
     link = f"{client.url}/gates?channel={channel}"
     try:
         result = client.promote(channel, **request, signer=signer)
@@ -207,7 +206,7 @@ def rollback(
         to_revision=to_revision,
         expected_revision=expected_revision,
         reason=reason,
-        signer=load_signer(key_file) if key_file is not None else None,
+        signer=signer_of(key_file),
     )
     line = revision_line(f"rolled back to r{to_revision}, as")
     out.confirm(rev, line, render_revision)
@@ -268,6 +267,8 @@ def channel_sign(
 ) -> None:
     """Co-sign revision N of channel NAME (as the registry serves it) with an approver key:
     a node counts a revision once the channel's threshold of approvers signed it."""
+    from registry.trust import load_signer
+
     signed = client.sign_channel_revision(name, number, load_signer(key_file))
     out.show(signed, lambda s: f"signed {s['channel']} revision {s['revision']} as {s['keyid']}")
 

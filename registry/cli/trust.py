@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,8 +30,10 @@ from clikit.options import json_option
 from clikit.output import Output
 from registry.cli.base import client_command, fail_cleanly
 from registry.client import RegistryClient
-from registry.trust import TrustRoot, create_key, load_public_key, load_signer
-from registry.trust.offline import verify_directory
+
+if TYPE_CHECKING:  # registry.trust imports securesystemslib, which imports boto3: 0.3 s on
+    # every `weact adapter` command (verify is one of them); imported where a command signs
+    from registry.trust import TrustRoot
 
 FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -48,6 +50,8 @@ def _show(root: TrustRoot, as_json: bool) -> None:
 def _edit(path: Path, change: Callable[[TrustRoot], None], as_json: bool) -> TrustRoot:
     """Read the root in `path` as it stands (unverified: it may be mid-signing), apply
     `change`, write it back and show it."""
+    from registry.trust import TrustRoot
+
     trust = TrustRoot.from_bytes(path.read_bytes(), label=str(path))
     change(trust)
     trust.save(path)
@@ -67,12 +71,16 @@ def key() -> None:
 @fail_cleanly()
 def key_create(name: str, directory: Path, as_json: bool) -> None:
     """Create NAME.key (private, mode 0600) and NAME.pub.json (give this one to an admin)."""
+    from registry.trust import create_key
+
     private, public = create_key(directory, name)
     result = {"private": str(private), "public": str(public), "keyid": _keyid(public)}
     Output(as_json).show(result, lambda r: f"{r['keyid']}\n  private: {r['private']}")
 
 
 def _keyid(public: Path) -> str:
+    from registry.trust import load_public_key
+
     return str(load_public_key(public).keyid)
 
 
@@ -92,6 +100,8 @@ def root_init(
     path: Path, admins: tuple[Path, ...], threshold: int, expires_days: int, as_json: bool
 ) -> None:
     """A new root (version 1, unsigned) whose admin keys are --admin."""
+    from registry.trust import TrustRoot, load_public_key
+
     if path.exists():
         raise click.UsageError(f"{path} exists")
     trust = TrustRoot.create([load_public_key(p) for p in admins], threshold, expires_days)
@@ -107,6 +117,8 @@ def root_init(
 @fail_cleanly()
 def root_add_key(path: Path, role: str, public_key: Path, as_json: bool) -> None:
     """Let PUBLIC_KEY sign as ROLE (admin, publish[:CAPABILITY], approve[:CHANNEL])."""
+    from registry.trust import load_public_key
+
     _edit(path, lambda trust: trust.add_key(_role(role), load_public_key(public_key)), as_json)
 
 
@@ -140,6 +152,8 @@ def root_threshold(path: Path, role: str, threshold: int, as_json: bool) -> None
 @fail_cleanly()
 def root_sign(path: Path, key_file: Path, previous: Path | None, as_json: bool) -> None:
     """Add an admin's signature; says whether the root now verifies (and follows --previous)."""
+    from registry.trust import TrustRoot, load_signer
+
     trust = _edit(path, lambda trust: trust.sign(load_signer(key_file)), as_json)
     try:
         trust.verify(TrustRoot.load(previous) if previous else None)
@@ -155,6 +169,8 @@ def root_sign(path: Path, key_file: Path, previous: Path | None, as_json: bool) 
 @fail_cleanly()
 def root_show(path: Path, as_json: bool) -> None:
     """The roles, keys and thresholds of a root, and whether it verifies."""
+    from registry.trust import TrustRoot
+
     trust = TrustRoot.load(path)
     _show(trust, as_json)
 
@@ -165,6 +181,8 @@ def root_show(path: Path, as_json: bool) -> None:
 def root_publish(client: RegistryClient, out: Output, path: Path) -> None:
     """Hand the registry the next root version (an admin token); it serves it to nodes,
     which accept it only when the admin threshold of the version they trust signed it."""
+    from registry.trust import TrustRoot
+
     trust = TrustRoot.load(path)
     out.show(
         client.publish_trust_root(trust.metadata.to_dict()),
@@ -198,6 +216,9 @@ def verify(
     directory: Path, root_file: Path, channel: str | None, signatures: Path | None, as_json: bool
 ) -> None:
     """Check a pulled adapter DIRECTORY and its signatures against the root, offline."""
+    from registry.trust import TrustRoot
+    from registry.trust.offline import verify_directory
+
     verdict = verify_directory(directory, TrustRoot.load(root_file), channel, signatures)
     Output(as_json).show(
         verdict,

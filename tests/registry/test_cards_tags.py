@@ -1,7 +1,8 @@
 """Model cards, training metadata, tags, search and identical bytes, over real HTTP.
 
 `weact serve` runs as a child process on each database (SQLite, PostgreSQL); the client and
-the `weact` console script talk to it:
+the `weact` commands (in this process, through click's runner: their start is what
+test_cli_e2e and test_cli_no_surprises check) talk to it:
 
 - an adapter directory's README.md (model card) and training.json travel with the version
   and come back, byte-identical, on pull (client and CLI);
@@ -16,25 +17,32 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import factories
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from cli.main import app
 from registry import errors
 from registry.client import RegistryClient
 from registry.launcher import EmbeddedRegistry, embedded_registry
 
-WEACT = Path(sys.executable).with_name("weact")
 CARD = "# write, v1\n\nWrites the final report. Cites 100% of its sources; résumé in UTF-8.\n"
 TRAINING = {"backbone_root": "b" * 64, "capability": "write", "seed": 7, "epochs": 1}
+
+
+class Ran(NamedTuple):
+    """What a `weact` command did: its exit status and what it wrote to each stream."""
+
+    returncode: int
+    stdout: str
+    stderr: str
 
 
 @dataclass
@@ -45,12 +53,12 @@ class Served:
     tokens: dict[str, str]
     tmp: Path
 
-    def weact(self, *args: str | Path, who: str = "publisher") -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("WEACT_")}
+    def weact(self, *args: str | Path, who: str = "publisher") -> Ran:
+        """`weact ARGS` as `who`, with no other WEACT_* variable than the URL and token."""
+        env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("WEACT_")}
         env |= {"WEACT_URL": self.registry.url, "WEACT_TOKEN": self.tokens[who]}
-        return subprocess.run(
-            [str(WEACT), *map(str, args)], env=env, capture_output=True, text=True, timeout=60
-        )
+        done = CliRunner().invoke(app, list(map(str, args)), env=env, catch_exceptions=False)
+        return Ran(done.exit_code, done.stdout, done.stderr)
 
     def adapter_dir(self, name: str, seed: int, card: str | None = None) -> Path:
         directory = factories.write_adapter(self.tmp / name, seed=seed)

@@ -2,13 +2,12 @@
 
 Evaluations carry per-item scores and provenance; the gate trusts only evaluations by
 someone other than the candidate's publisher; a refused promotion returns 409 with the
-report; `weact gate` exits 0 / 1 / 2.
+report; `weact channel gate` exits 0 / 1 / 2 (run in this process by click's runner, as
+`weact` runs it: the console script's own start is test_cli_e2e's subject).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +15,14 @@ from typing import Any
 
 import factories
 import pytest
+from click.testing import CliRunner, Result
 from harness import make_tokens
 
+from cli.main import app
 from registry import errors
 from registry.client import RegistryClient
 from registry.db.session import Database
-from registry.launcher import EmbeddedRegistry, embedded_registry, weact_command
+from registry.launcher import EmbeddedRegistry, embedded_registry
 
 SUITE = "a" * 64
 N = 60
@@ -86,12 +87,11 @@ def _setup(served: Served) -> tuple[RegistryClient, RegistryClient, RegistryClie
     return alice, bob, served.client("evaluator"), ids
 
 
-def _weact_gate(served: Served, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "WEACT_URL": served.registry.url, "WEACT_TOKEN": served.tokens["reader"]}
-    return subprocess.run(
-        [*weact_command(), "channel", "gate", "prod", *args],
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+def _weact_gate(served: Served, *args: str) -> Result:
+    env = {"WEACT_URL": served.registry.url, "WEACT_TOKEN": served.tokens["reader"]}
+    return CliRunner().invoke(
+        app, ["channel", "gate", "prod", *args], env=env, catch_exceptions=False
+    )
 
 
 def test_paired_gate_through_http(served: Served) -> None:
@@ -116,7 +116,7 @@ def test_paired_gate_through_http(served: Served) -> None:
     assert (check["baseline_by"], check["candidate_by"]) == ("eve", "eve")
     assert bob.gate("prod", {"write": v2}) == report  # deterministic for its seed
     done = _weact_gate(served, "--adapter", f"write=#{v2}")
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     assert "paired" not in done.stderr
 
     # v3: an injected per-item regression (12 correct items broken) is refused with the report
@@ -134,7 +134,7 @@ def test_paired_gate_through_http(served: Served) -> None:
     assert failed["candidate_by"] == "eve"
     assert bob.get_channel("prod")["revision"] == 1
     gate = _weact_gate(served, "--adapter", f"write=#{v3}")
-    assert gate.returncode == 1
+    assert gate.exit_code == 1
     assert "FAILED" in gate.stdout
     assert "eve" in gate.stdout
 
@@ -162,9 +162,9 @@ def test_missing_and_untrusted_evaluations_fail(served: Served) -> None:
     check = bob.gate("prod", {"write": v2})["checks"][0]
     assert check["verdict"] == "missing"
     assert "by alice" in check["detail"]
-    assert _weact_gate(served, "--adapter", f"write=#{v2}").returncode == 1
+    assert _weact_gate(served, "--adapter", f"write=#{v2}").exit_code == 1
     cannot = _weact_gate(served, "--adapter", "write=#999")  # a check that cannot run: 2
-    assert cannot.returncode == 2, (cannot.stdout, cannot.stderr)
+    assert cannot.exit_code == 2, (cannot.stdout, cannot.stderr)
     assert "Traceback" not in cannot.stderr
 
 
