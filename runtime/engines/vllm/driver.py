@@ -138,9 +138,13 @@ class VllmDriver:
         on_token: Callable[[int], None] | None = None,
         logprobs: int | None = None,
         allowed: Sequence[int] | None = None,
+        scored: Sequence[int] | None = None,
     ) -> Completion:
         """Greedy decode as one vLLM request; must run on the driver's loop (see `submit`).
-        `allowed`: the only token ids the sampler may pick (vLLM's `allowed_token_ids`)."""
+        `allowed`: the only token ids the sampler may pick (vLLM's `allowed_token_ids`).
+        `scored`: token ids whose logprobs each position reports (`logprob_token_ids`; raw,
+        i.e. log-softmax of the model's logits before any mask or penalty, vLLM's default
+        `logprobs_mode`)."""
         from vllm import SamplingParams
         from vllm.exceptions import VLLMClientError
         from vllm.inputs import TokensPrompt
@@ -154,6 +158,7 @@ class VllmDriver:
             detokenize=False,
             logprobs=logprobs,
             allowed_token_ids=list(allowed) if allowed is not None else None,
+            logprob_token_ids=list(scored) if scored is not None else None,
             output_kind=RequestOutputKind.DELTA,
         )
         prompt = TokensPrompt(prompt_token_ids=list(prompt_ids))
