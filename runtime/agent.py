@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ from runtime.chat import (
     encode_turns,
     parse_reply,
 )
-from runtime.choice import choice_options, chosen_move
+from runtime.choice import choice_options, chosen_move, rotations
 from runtime.engine import Config, GenerationResult
 from runtime.episode import Episode, StepRecord
 from runtime.lora_tools import (
@@ -109,16 +110,25 @@ class Agent:
             episode.events.close()
         return episode
 
-    def tools(self, episode: Episode) -> list[dict[str, Any]]:
+    def tools(self, episode: Episode, order: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The tools the model is shown, load_lora listing the capabilities in `order`
+        (default sorted)."""
         external = self.toolbox.schemas() if self.toolbox else []
-        return lora_tool_schemas(episode.control.library) + external
+        return lora_tool_schemas(episode.control.library, order) + external
 
     async def _loop(self, episode: Episode, task: str) -> None:
-        tools = self.tools(episode)
         system = [{"role": "system", "content": self.config.system}] if self.config.system else []
         first = [*system, {"role": "user", "content": task}]
-        for turn, message in zip(encode_turns(self.tokenizer, first, tools), first, strict=True):
+        # Under a constrained soft policy, the opening turns once per rotation of the order
+        # in which load_lora lists the capabilities: each choice is scored after each (the
+        # first is the sorted listing the history holds).
+        listings = [
+            encode_turns(self.tokenizer, first, self.tools(episode, order))
+            for order in (rotations(episode.control.library) if _chooses(episode) else [None])
+        ]
+        for turn, message in zip(listings[0], first, strict=True):
             self._push(episode, message, turn.ids)
+        openings = [[t for turn in turns for t in turn.ids] for turns in listings]
         generated, phase, in_phase = 0, -1, 0
         budget = self.config.max_episode_tokens
         while generated < self.config.max_steps:
@@ -133,7 +143,7 @@ class Agent:
                 await self._force(episode, forced)
                 continue
             if _chooses(episode) and episode.session.active is None:
-                gen = await self._choose(episode)
+                gen = await self._choose(episode, openings)
                 generated += 1
                 if gen.reply.calls:
                     await self._run_calls(episode, gen)
@@ -207,17 +217,23 @@ class Agent:
         )
         return self._reply(episode, result, active)
 
-    async def _choose(self, episode: Episode) -> Generated:
-        """Constrained soft policy, no adapter active: the engine decodes one valid move."""
+    async def _choose(self, episode: Episode, openings: list[list[int]]) -> Generated:
+        """Constrained soft policy, no adapter active: the engine takes the valid move of
+        highest log-probability averaged over the listings (`runtime.choice`): the history
+        with its opening turns rendered under each rotation of load_lora's listing."""
         session, events, policy = episode.session, episode.events, episode.policy
         assert isinstance(policy, SoftPolicy)
-        options = choice_options(self.tokenizer, sorted(session.library), policy.closing)
+        options = choice_options(self.tokenizer, session.library, policy.closing)
         session.append(self._header)
+        since = list(session.history[len(openings[0]) :])
+        contexts = [opening + since for opening in openings]
 
         def on_token(token: int) -> None:
             events.emit("token", id=token, text=self.tokenizer.decode([token]))
 
-        result = await anyio.to_thread.run_sync(session.choose, [o.ids for o in options], on_token)
+        result = await anyio.to_thread.run_sync(
+            session.choose, [o.ids for o in options], contexts, on_token
+        )
         move = chosen_move(options, result.token_ids).move
         events.emit("choice", move=move, options=[o.move for o in options])
         return self._reply(episode, result, None)

@@ -54,6 +54,15 @@ class GenerationResult:
 
 
 @dataclass(frozen=True)
+class ScoredBranches:
+    # per context: prefix -> {next token: log-probability after context + prefix}
+    logprobs: list[dict[tuple[int, ...], dict[int, float]]]
+    prefilled: int  # context and prefix tokens run through the model
+    seconds: float
+    cache_hit: int = 0  # context tokens served from a cached prefix
+
+
+@dataclass(frozen=True)
 class AuditReport:
     ok: bool
     backbone_root: str
@@ -137,13 +146,45 @@ class EngineSession(ABC):
         """Greedy decode under the active configuration; the new tokens join the history."""
 
     def choose(
-        self, options: Sequence[Sequence[int]], on_token: Callable[[int], None] | None = None
+        self,
+        options: Sequence[Sequence[int]],
+        contexts: Sequence[Sequence[int]] | None = None,
+        on_token: Callable[[int], None] | None = None,
     ) -> GenerationResult:
-        """Greedy decode constrained to exactly one of `options` (token sequences, prefix-free;
-        `runtime.choice.AllowedSequences`) under the active configuration; the chosen tokens
-        join the history. Engines that cannot constrain decoding raise
+        """Exactly one of `options` (token sequences, prefix-free) under the active
+        configuration: the one of highest log-probability at the tokens where the options
+        part ways, averaged over `contexts` (default: the history; `runtime.choice`). The
+        chosen tokens join the history. Engines that cannot score tokens raise
         ConstrainedChoiceUnsupportedError."""
+        from runtime.choice import best, check_contexts, check_options, decisions, option_scores
+
+        self._check_open()
+        opts = check_options(options)
+        ctxs = check_contexts([self.history] if contexts is None else contexts)
+        wanted = decisions(opts)
+        scored = self.score_branches(ctxs, wanted) if wanted else ScoredBranches([{}], 0, 0.0)
+        out = opts[best(option_scores(opts, scored.logprobs))]
+        self.append(out)
+        for token in out:
+            if on_token is not None:
+                on_token(token)
+        return GenerationResult(
+            out, self.detokenize(out), "stop", scored.prefilled, len(out), scored.seconds,
+            0.0, 0.0, scored.cache_hit,
+        )  # fmt: skip
+
+    def score_branches(
+        self,
+        contexts: Sequence[Sequence[int]],
+        wanted: Mapping[tuple[int, ...], Sequence[int]],
+    ) -> ScoredBranches:
+        """Teacher forced under the active configuration: after each context and each prefix
+        in `wanted`, the log-probabilities of the prefix's wanted next tokens (the history is
+        left as it is)."""
         raise ConstrainedChoiceUnsupportedError(type(self).__name__)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return ""
 
     @abstractmethod
     def prefetch(self, config: Config) -> None:

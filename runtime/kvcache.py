@@ -18,7 +18,7 @@ import inspect
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +93,52 @@ def extend(model: Any, entry: CacheEntry, token_ids: Sequence[int]) -> Extension
         out = model(input_ids=ids, use_cache=True, logits_to_keep=1, **kwargs)
     entry.length += len(token_ids)
     return Extension(out.logits[0, -1], len(token_ids), time.perf_counter() - start)
+
+
+def score_after(
+    model: Any,
+    base: CacheEntry,
+    base_ids: Sequence[int],
+    context: Sequence[int],
+    wanted: Mapping[tuple[int, ...], Sequence[int]],
+) -> tuple[dict[tuple[int, ...], dict[int, float]], int, int]:
+    """Teacher forced after `context`: for each prefix in `wanted`, the log-probabilities of
+    its tokens right after context + prefix. The context's keys and values come from `base`
+    (a cache of `base_ids`) as far as the two agree, the rest is one forward on a copy, then
+    the prefixes go through as one batch over that copy. Returns the log-probabilities, the
+    tokens run and the tokens served from `base`; `base` itself is left as it is.
+    """
+    import copy
+
+    import torch
+
+    head = list(context[:-1])
+    shared = 0
+    for a, b in zip(base_ids[: base.length], head, strict=False):
+        if a != b:
+            break
+        shared += 1
+    if shared:
+        entry = CacheEntry(copy.deepcopy(base.cache), base.length)
+        crop(entry, shared)
+    else:
+        entry = new_entry(model)
+    extend(model, entry, head[shared:])
+    # each row: the context's last token, then the prefix (right padded: a causal model's
+    # real positions never see the padding after them)
+    prefixes = list(wanted)
+    rows = [[context[-1], *p] for p in prefixes]
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([r + [0] * (width - len(r)) for r in rows], device=model.device)
+    if entry.length:
+        entry.cache.batch_repeat_interleave(len(rows))
+    kwargs = {cache_keyword(model.__class__): entry.cache}
+    with torch.inference_mode():
+        logits = model(input_ids=ids, use_cache=True, **kwargs).logits
+        last = logits[torch.arange(len(rows)), torch.tensor([len(p) for p in prefixes])]
+        lp = last.float().log_softmax(-1)
+    scored = {p: {t: float(lp[i, t]) for t in wanted[p]} for i, p in enumerate(prefixes)}
+    return scored, len(head) - shared + sum(len(r) for r in rows), shared
 
 
 class PrefixCacheStore:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from runtime.chat import tool_schema
 from runtime.engine import AdapterSpec, EngineSession, SwitchRecord
-from runtime.errors import RuntimeEngineError, ToolArgumentError
+from runtime.errors import RuntimeEngineError, ToolArgumentError, UnknownAdapterError
 from runtime.policy import Policy
 
 LOAD_LORA = "load_lora"
@@ -53,8 +53,23 @@ class ToolOutcome:
         return json.loads(self.content)["error"] if self.is_error else self.content
 
 
-def load_description(library: Mapping[str, AdapterSpec]) -> str:
-    lines = [f"- {n}: {s.description or 'no description'}" for n, s in sorted(library.items())]
+def listing(library: Mapping[str, AdapterSpec], order: Sequence[str] | None = None) -> list[str]:
+    """The order in which load_lora lists the capabilities: `order` (a permutation of the
+    library's names) or sorted."""
+    if order is None:
+        return sorted(library)
+    names = list(order)
+    if sorted(names) != sorted(library):
+        odd = [n for n in names if n not in library or names.count(n) > 1]
+        missing = [n for n in sorted(library) if n not in names]
+        raise UnknownAdapterError(",".join(odd + missing), sorted(library))
+    return names
+
+
+def load_description(library: Mapping[str, AdapterSpec], order: Sequence[str] | None = None) -> str:
+    lines = [
+        f"- {n}: {library[n].description or 'no description'}" for n in listing(library, order)
+    ]
     return (
         "Load the LoRA adapter of one capability so that it shapes your next turns. At most "
         "one adapter is active: call offload_lora first if another one is. Capabilities:\n"
@@ -67,19 +82,23 @@ OFFLOAD_DESCRIPTION = (
 )
 
 
-def lora_tool_schemas(library: Mapping[str, AdapterSpec]) -> list[dict[str, Any]]:
-    """load_lora and offload_lora as the model is shown them; none for an empty library
-    (the bare backbone alone has nothing to load)."""
+def lora_tool_schemas(
+    library: Mapping[str, AdapterSpec], order: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """load_lora and offload_lora as the model is shown them, the capabilities listed in
+    `order` (enum and description lines; default sorted: the constrained soft choice scores
+    its moves under every rotation of it); none for an empty library (the bare backbone
+    alone has nothing to load)."""
     if not library:
         return []
     capability = {
         "type": "string",
-        "enum": sorted(library),
+        "enum": listing(library, order),
         "description": "the capability to load",
     }
     return [
         tool_schema(
-            LOAD_LORA, load_description(library), {"capability": capability}, ["capability"]
+            LOAD_LORA, load_description(library, order), {"capability": capability}, ["capability"]
         ),
         tool_schema(OFFLOAD_LORA, OFFLOAD_DESCRIPTION),
     ]

@@ -160,8 +160,9 @@ def cuts(sizes: Sizes, engine: str) -> list[str]:
         "capability-scoped benchmarks), not end-task exact match, to keep it within budget",
         "WeAct-soft: the bare backbone chooses the adapters, no router trained; whenever no "
         "adapter is active the runtime offers only the valid moves (load a capability, or "
-        "close) and the engine decodes them under a mask (the constrained soft policy: a "
-        "logits mask on the reference engine, vLLM's allowed_token_ids where options part)",
+        "close) and takes the one of highest log-probability where the moves part ways, "
+        "averaged over the orders in which load_lora lists the capabilities (the constrained "
+        "soft policy; greedy under a mask, the first-listed capability won)",
         "backbone only: no adapter at all (the bare backbone with the suite's tools, no "
         "load_lora / offload_lora, no prescribed phases)",
     ]

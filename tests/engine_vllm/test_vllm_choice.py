@@ -1,8 +1,9 @@
 """The constrained soft choice on vLLM: the same move as the reference engine on SmolLM2.
 
-vLLM scores each option's tokens after the history (prompt logprobs, one request per option,
-all in flight); the masked greedy decode over those scores must pick what the reference
-engine's logits processor picks, with no adapter and with one active.
+Each engine scores the tokens where the moves part ways after the question rendered under
+every rotation of load_lora's listing (vLLM: one 1-token request per context and decision
+point, `logprob_token_ids`); the log-probabilities must agree and the move must be the one
+the reference engine takes, with no adapter and with one active.
 """
 
 from __future__ import annotations
@@ -10,22 +11,37 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from vllm_support import QUESTIONS, chat_prompt
+from vllm_support import QUESTIONS
 
-from runtime.choice import choice_options, chosen_move
+from runtime.chat import ASSISTANT_HEADER, encode, encode_turns
+from runtime.choice import choice_options, chosen_move, decisions, rotations
+from runtime.lora_tools import lora_tool_schemas
 
 pytestmark = pytest.mark.vllm
 
 
-def choose(engine: Any, prompt: list[int], config: str | None, options: list[Any]) -> Any:
+def contexts(engine: Any, question: str) -> list[list[int]]:
+    """The question under each rotation of the order in which load_lora lists the library."""
+    out = []
+    for order in rotations(engine.adapters):
+        tools = lora_tool_schemas(engine.adapters, order)
+        turns = encode_turns(engine.tokenizer, [{"role": "user", "content": question}], tools)
+        ids = [t for turn in turns for t in turn.ids]
+        out.append(ids + encode(engine.tokenizer, ASSISTANT_HEADER))
+    return out
+
+
+def choose(engine: Any, ctxs: list[list[int]], config: str | None, options: list[Any]) -> Any:
     session = engine.new_session()
     try:
-        session.append(prompt)
+        session.append(ctxs[0])
         if config is not None:
             session.activate(config)
-        result = session.choose([o.ids for o in options])
-        assert list(session.history) == prompt + list(result.token_ids)
-        return result.token_ids
+        opts = [o.ids for o in options]
+        scored = session.score_branches(ctxs, decisions(opts))
+        result = session.choose(opts, ctxs)
+        assert list(session.history) == ctxs[0] + list(result.token_ids)
+        return result.token_ids, scored.logprobs
     finally:
         session.close()
 
@@ -34,11 +50,17 @@ def choose(engine: Any, prompt: list[int], config: str | None, options: list[Any
 def test_vllm_chooses_the_move_the_reference_engine_chooses(
     vllm_engine: Any, peft_engine: Any, config: str | None
 ) -> None:
-    options = choice_options(vllm_engine.tokenizer, sorted(vllm_engine.adapters), "Done.")
+    options = choice_options(vllm_engine.tokenizer, vllm_engine.adapters, "Done.")
     moves = []
-    for question in QUESTIONS[:3]:
-        prompt = chat_prompt(vllm_engine.tokenizer, question)
-        got = choose(vllm_engine, prompt, config, options)
-        assert got == choose(peft_engine, prompt, config, options)
+    for question in QUESTIONS[:2]:
+        ctxs = contexts(vllm_engine, question)
+        assert len(ctxs) == len(vllm_engine.adapters)
+        got, vllm_lps = choose(vllm_engine, ctxs, config, options)
+        want, peft_lps = choose(peft_engine, ctxs, config, options)
+        assert got == want
+        for v, p in zip(vllm_lps, peft_lps, strict=True):
+            assert v.keys() == p.keys()
+            for prefix in v:
+                assert v[prefix] == pytest.approx(p[prefix], abs=2e-2)
         moves.append(chosen_move(options, got).move)
     assert set(moves) <= {*vllm_engine.adapters, "answer"}

@@ -38,7 +38,7 @@ from runtime.engines.peft.backbone import backbone_tensors
 from runtime.engines.peft.hook import ActiveConfig, LoraHook
 from runtime.engines.peft.session import PeftSession
 from runtime.errors import AdapterLoadError
-from runtime.kvcache import DEFAULT_BUDGET_BYTES, CacheEntry, extend
+from runtime.kvcache import DEFAULT_BUDGET_BYTES, CacheEntry, extend, score_after
 
 logger = logging.getLogger(__name__)
 
@@ -210,6 +210,20 @@ class PeftEngine(Engine):
                 return None
             self.holder.name = config
             return extend(self.model, entry, token_ids)
+
+    def score(
+        self,
+        config: Config,
+        base: CacheEntry,
+        base_ids: Sequence[int],
+        context: Sequence[int],
+        wanted: Mapping[tuple[int, ...], Sequence[int]],
+    ) -> tuple[dict[tuple[int, ...], dict[int, float]], int, int]:
+        """`kvcache.score_after` under `config` (next-token log-probabilities after
+        `context` and each prefix of `wanted`, `base` left as it is), in the forward lock."""
+        with self._forward_lock:
+            self.holder.name = config
+            return score_after(self.model, base, base_ids, context, wanted)
 
     @contextmanager
     def foreground(self) -> Iterator[None]:

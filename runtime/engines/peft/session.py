@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runtime.choice import AllowedSequences
-from runtime.engine import Config, EngineSession, GenerationResult
+from runtime.engine import Config, EngineSession, GenerationResult, ScoredBranches
 from runtime.errors import InvalidTokensError, SessionClosedError, UnknownAdapterError
 from runtime.kvcache import CacheEntry, PrefixCacheStore, crop, new_entry
 
@@ -43,6 +43,15 @@ class SessionHost(Protocol):
         token_ids: Sequence[int],
         background_epoch: int | None = None,
     ) -> Any: ...
+
+    def score(
+        self,
+        config: Config,
+        base: CacheEntry,
+        base_ids: Sequence[int],
+        context: Sequence[int],
+        wanted: Mapping[tuple[int, ...], Sequence[int]],
+    ) -> tuple[dict[tuple[int, ...], dict[int, float]], int, int]: ...
 
     def foreground(self) -> AbstractContextManager[None]: ...
 
@@ -158,36 +167,37 @@ class PeftSession(EngineSession):
             finally:
                 self.caches.checkin(config, entry)
 
-    def choose(
-        self, options: Sequence[Sequence[int]], on_token: Callable[[int], None] | None = None
-    ) -> GenerationResult:
-        """Greedy decode masked to `options` (`AllowedSequences`: the logits processor)."""
+    def score_branches(
+        self,
+        contexts: Sequence[Sequence[int]],
+        wanted: Mapping[tuple[int, ...], Sequence[int]],
+    ) -> ScoredBranches:
+        """Each context forwarded once from the active configuration's cache of the history
+        (as far as it agrees with it; the history's own cache is brought up to date on the
+        way), then the prefixes as one batch after it (`kvcache.score_after`)."""
         self._check_open()
-        allowed = AllowedSequences(options)
         config = self._active
+        start = time.perf_counter()
+        logprobs, prefilled, hit = [], 0, 0
         with self._engine.foreground(), self._lock(config):
             entry = self.caches.checkout(config) or new_entry(self._engine.model)
-            hit = min(entry.length, len(self._history) - 1)
             try:
-                pre = self._prefill(config, entry)
-                logits, decode_s = pre.logits, 0.0
-                out: list[int] = []
-                while allowed.complete(out) is None:
-                    if out:
-                        ext = self._engine.run(self._key(config), entry, [out[-1]])
-                        logits, decode_s = ext.logits, decode_s + ext.seconds
-                    token = allowed.pick(out, logits)
-                    self._history.append(token)
-                    out.append(token)
-                    if on_token is not None:
-                        on_token(token)
-                self._seen = max(self._seen, entry.length)
+                end = max(0, len(self._history) - 1)
+                crop(entry, end)
+                if end > entry.length:
+                    prefilled += self._feed(config, entry, end).tokens
+                for context in contexts:
+                    scored, run, shared = self._engine.score(
+                        self._key(config), entry, self._history, context, wanted
+                    )
+                    logprobs.append(scored)
+                    prefilled, hit = prefilled + run, hit + shared
             finally:
                 self.caches.checkin(config, entry)
-        return GenerationResult(
-            tuple(out), self._decode_text(out), "stop", pre.tokens, len(out), pre.seconds,
-            decode_s, pre.rebuild_s, hit,
-        )  # fmt: skip
+        return ScoredBranches(logprobs, prefilled, time.perf_counter() - start, hit)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return self._decode_text(list(ids))
 
     def _decode(
         self,

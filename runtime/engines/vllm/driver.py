@@ -116,12 +116,11 @@ class VllmDriver:
         stop_ids: Sequence[int] = (),
         on_token: Callable[[int], None] | None = None,
         logprobs: int | None = None,
-        allowed: Sequence[int] | None = None,
     ) -> Completion:
         """Greedy decode, blocking the calling thread; `on_token` runs on that thread."""
         tokens: queue.SimpleQueue[Any] = queue.SimpleQueue()
         future = self.submit(
-            self.agenerate(prompt_ids, lora, max_tokens, stop_ids, tokens.put, logprobs, allowed)
+            self.agenerate(prompt_ids, lora, max_tokens, stop_ids, tokens.put, logprobs)
         )
         future.add_done_callback(lambda _: tokens.put(_DONE))
         while (item := tokens.get()) is not _DONE:
@@ -137,10 +136,12 @@ class VllmDriver:
         stop_ids: Sequence[int] = (),
         on_token: Callable[[int], None] | None = None,
         logprobs: int | None = None,
-        allowed: Sequence[int] | None = None,
+        scored: Sequence[int] | None = None,
     ) -> Completion:
         """Greedy decode as one vLLM request; must run on the driver's loop (see `submit`).
-        `allowed`: the only token ids the sampler may pick (vLLM's `allowed_token_ids`)."""
+        `scored`: token ids whose logprobs each position reports (`logprob_token_ids`; raw,
+        i.e. log-softmax of the model's logits before any mask or penalty, vLLM's default
+        `logprobs_mode`)."""
         from vllm import SamplingParams
         from vllm.exceptions import VLLMClientError
         from vllm.inputs import TokensPrompt
@@ -153,7 +154,7 @@ class VllmDriver:
             ignore_eos=True,  # like the reference engine: only the caller's stop ids stop
             detokenize=False,
             logprobs=logprobs,
-            allowed_token_ids=list(allowed) if allowed is not None else None,
+            logprob_token_ids=list(scored) if scored is not None else None,
             output_kind=RequestOutputKind.DELTA,
         )
         prompt = TokensPrompt(prompt_token_ids=list(prompt_ids))

@@ -33,8 +33,7 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Any, Protocol
 
-from runtime.choice import AllowedSequences
-from runtime.engine import Config, EngineSession, GenerationResult, SwitchRecord
+from runtime.engine import Config, EngineSession, GenerationResult, ScoredBranches, SwitchRecord
 from runtime.engines.vllm.names import Resident
 from runtime.errors import InvalidTokensError, SessionClosedError, UnknownAdapterError
 
@@ -134,39 +133,41 @@ class VllmSession(EngineSession):
             done.cached_tokens,
         )  # fmt: skip
 
-    def choose(
-        self, options: Sequence[Sequence[int]], on_token: Callable[[int], None] | None = None
-    ) -> GenerationResult:
-        """Masked greedy decode over `options` on vLLM: where the options part ways, one
-        1-token request whose sampler may pick only the tokens that continue one of them
-        (`allowed_token_ids`, vLLM's per-request logits mask); where one token is possible,
-        it is taken without a request. The same decode as `AllowedSequences` on the
-        reference engine, from vLLM's logits."""
+    def score_branches(
+        self,
+        contexts: Sequence[Sequence[int]],
+        wanted: Mapping[tuple[int, ...], Sequence[int]],
+    ) -> ScoredBranches:
+        """Teacher forced on vLLM: for each context and each prefix of `wanted`, one 1-token
+        request for context + prefix that reports the raw logprobs of the wanted tokens
+        (`logprob_token_ids`: computed from the logits before any mask or penalty, vLLM's
+        default `logprobs_mode`; `prompt_logprobs` would score whole options in one request
+        each, but vLLM's CPU LoRA path fails on it: "logits rows outnumber the sampler's
+        LoRA indices"). All requests are in flight at once; vLLM batches them and its prefix
+        cache serves the shared context."""
         self._check_open()
-        allowed = AllowedSequences(options)
-        if not self._history:
-            raise InvalidTokensError("the history is empty: append a prompt before generating")
-        driver, lora, n = self._engine.driver, self.lora_request(self._active), len(self._history)
-        out: list[int] = []
-        prefilled, cached, first_s, total_s = 0, 0, 0.0, 0.0
-        while allowed.complete(out) is None:
-            possible = allowed.allowed(out)
-            token = possible[0]
-            if len(possible) > 1:
-                done = driver.generate([*self._history, *out], lora, 1, allowed=possible)
-                token = done.token_ids[0]
-                prefilled += done.prompt_tokens - done.cached_tokens
-                cached, first_s = cached + done.cached_tokens, first_s + done.first_token_s
-                total_s += done.total_s
-            out.append(token)
-            if on_token is not None:
-                on_token(token)
-        self._history.extend(out)
-        self._seen = max(self._seen, n)
-        return GenerationResult(
-            tuple(out), self._text(out), "stop", prefilled, len(out), first_s,
-            total_s - first_s, 0.0, cached,
-        )  # fmt: skip
+        driver, lora = self._engine.driver, self.lora_request(self._active)
+        start = time.perf_counter()
+        futures = [
+            driver.submit(driver.agenerate([*c, *prefix], lora, 1, scored=tokens))
+            for c in contexts
+            for prefix, tokens in wanted.items()
+        ]
+        wait_futures(futures)
+        done = iter([f.result() for f in futures])
+        logprobs, prefilled, cached = [], 0, 0
+        for _ in contexts:
+            table = {}
+            for prefix, tokens in wanted.items():
+                completion = next(done)
+                table[prefix] = {t: completion.logprobs[0][t] for t in tokens}
+                prefilled += completion.prompt_tokens - completion.cached_tokens
+                cached += completion.cached_tokens
+            logprobs.append(table)
+        return ScoredBranches(logprobs, prefilled, time.perf_counter() - start, cached)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return self._text(ids)
 
     def _wait_own_prefetch(self) -> float:
         """Seconds spent waiting for a running prefetch under the active configuration."""
