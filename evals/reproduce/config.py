@@ -1,8 +1,8 @@
 """Sizes of a reproduce run: flags, `REPRODUCE_*` environment variables, and presets.
 
 The full size is what `make reproduce` runs (sized to fit 45 minutes on 2 CPU cores with
-native bf16 and SmolLM2-135M); `reduced` is sized for 45 minutes on a 2-core fp32 AVX2 CPU;
-`quick` is the tiny size the test runs on the tiny model. Every field can be
+native bf16 and SmolLM2-135M); `reduced` was sized for 45 minutes on a 2-core fp32 AVX2 CPU
+(it took 54); `quick` is the tiny size the test runs on the tiny model. Every field can be
 set by a flag (`--test 6`) or by the environment (`REPRODUCE_TEST=6`, read by the settings
 class `SizeSettings`, typed as the field); flags win.
 """
@@ -99,12 +99,11 @@ QUICK = Sizes(
     max_episode_tokens=24,
     concurrency=2,
 )
-# Meant for 45 minutes on a 2-core fp32 AVX2 CPU, where the full size's plan adapter alone took
-# 470 s (32,332 sample tokens: 14.5 ms a token): 2 train questions per kind put all LoRA
-# training at 110k tokens (~27 min there) and Full SFT at 32k (~16 min if a full step costs
-# twice a LoRA step), so with the episodes it is still likely over 45 minutes there; 5 test
-# questions per kind and shorter episodes. Every method still runs. The Single LoRA keeps its
-# two epochs (after one it scored 0 on every kind). Not yet measured end to end on such a CPU.
+# Meant for 45 minutes on a 2-core fp32 AVX2 CPU: 2 train questions per kind, 5 test questions
+# per kind and shorter episodes; every method still runs, and the Single LoRA keeps its two
+# epochs (after one it scored 0 on every kind). Measured end to end on such a CPU (an AVX2-only
+# EPYC): 54 minutes (adapters 11 min, Full SFT 6, episodes 34), so it misses 45 there, and with
+# 2 train questions per kind every method scored 0 on the retrieval kinds.
 REDUCED = replace(
     FULL,
     train=2,
