@@ -26,6 +26,9 @@ IM_END = "<|im_end|>"
 ASSISTANT_HEADER = f"{IM_START}assistant\n"
 DEFAULT_SYSTEM = "You are a helpful research agent."
 TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+# The two tools through which the agent switches its own weights (`runtime.lora_tools`).
+LOAD_LORA = "load_lora"
+OFFLOAD_LORA = "offload_lora"
 
 Message = Mapping[str, Any]
 

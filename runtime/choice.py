@@ -31,9 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.chat import IM_END, ToolCall, encode, format_calls
+from runtime.chat import IM_END, LOAD_LORA, ToolCall, encode, format_calls
 from runtime.errors import InvalidTokensError
-from runtime.lora_tools import LOAD_LORA
 
 ANSWER = "answer"  # the move that ends the episode with the closing reply
 

@@ -19,13 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.chat import tool_schema
+from runtime.chat import LOAD_LORA, OFFLOAD_LORA, tool_schema
 from runtime.engine import AdapterSpec, EngineSession, SwitchRecord
 from runtime.errors import RuntimeEngineError, ToolArgumentError, UnknownAdapterError
 from runtime.policy import Policy
 
-LOAD_LORA = "load_lora"
-OFFLOAD_LORA = "offload_lora"
 INTERNAL_TOOLS = (LOAD_LORA, OFFLOAD_LORA)
 # What load_lora tells the model about the paper's capabilities when no registry describes them.
 DEFAULT_DESCRIPTIONS = {
