@@ -22,6 +22,8 @@ import anyio
 from runtime.chat import (
     ASSISTANT_HEADER,
     IM_END,
+    LOAD_LORA,
+    OFFLOAD_LORA,
     ParsedReply,
     ToolCall,
     encode,
@@ -31,13 +33,7 @@ from runtime.chat import (
 from runtime.choice import choice_options, chosen_move, rotations
 from runtime.engine import Config, GenerationResult
 from runtime.episode import Episode, StepRecord
-from runtime.lora_tools import (
-    INTERNAL_TOOLS,
-    LOAD_LORA,
-    OFFLOAD_LORA,
-    ToolOutcome,
-    lora_tool_schemas,
-)
+from runtime.lora_tools import INTERNAL_TOOLS, ToolOutcome, lora_tool_schemas
 from runtime.mcp_client import McpToolbox
 from runtime.policy import SoftPolicy
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Annotated, Any
 
+from runtime.chat import LOAD_LORA, OFFLOAD_LORA
 from runtime.errors import HandleError
 from runtime.handles import owner_of
-from runtime.lora_tools import LOAD_LORA, OFFLOAD_LORA, load_description
+from runtime.lora_tools import load_description
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
