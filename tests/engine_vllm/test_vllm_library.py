@@ -206,6 +206,26 @@ def test_switching_back_reuses_cached_blocks_and_prefetch_warms_them(vllm_engine
         session.close()
 
 
+def test_a_rebuild_counts_history_run_under_other_weights_only(vllm_engine: Any) -> None:
+    tok = vllm_engine.tokenizer
+    session = vllm_engine.new_session()
+    session.append(chat_prompt(tok, QUESTIONS[3] + " " + " ".join(QUESTIONS[:5])))
+    session.activate("plan")
+    session.generate(4)
+    tool_turn = tok.encode("<|im_start|>tool\n" + QUESTIONS[7] + "<|im_end|>\n")
+    session.append(tool_turn)
+    again = session.generate(4)  # same weights: plan's partial last block is re-processed
+    assert again.prefilled > len(tool_turn), again
+    assert session.rebuilt_tokens == 0
+    assert again.rebuild_s == 0.0
+    ran = len(session.history) - 1  # the last token generated has not been through a model
+    session.deactivate()
+    bare = session.generate(4)  # the bare backbone re-processes all that plan ran
+    assert session.rebuilt_tokens == ran - bare.cache_hit  # (other tests' system prompt)
+    assert bare.rebuild_s > 0.0
+    session.close()
+
+
 def test_a_prefetched_configuration_follows_the_history_until_it_is_used(
     vllm_engine: Any,
 ) -> None:

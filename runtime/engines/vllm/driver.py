@@ -78,6 +78,8 @@ class VllmDriver:
         except BaseException:
             self._stop_loop()
             raise
+        # tokens per KV block (as vLLM resolved it): its prefix cache holds whole blocks only
+        self.block_size = int(self.llm.vllm_config.cache_config.block_size)
         atexit.register(self.close)  # never leave vLLM's engine core running without us
 
     @staticmethod

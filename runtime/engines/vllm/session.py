@@ -11,7 +11,11 @@ Counters per generate: `cache_hit` is vLLM's count of prompt tokens served from 
 cache, `prefilled` the rest. `rebuild_s` is the share of prefill time spent re-processing
 history that this session had already run through the model under another configuration;
 vLLM does not time tokens separately, so it is the prefill time scaled by that share of the
-prefilled tokens. `prefetch(config)` sends a one-token request for the history under
+prefilled tokens. The tail of the history that the active configuration itself processed
+last time, past its last full cache block, is re-processed on every request with or without
+a switch (vLLM caches whole blocks only): that is not a rebuild, unless the cache lost some
+of that configuration's full blocks (evicted, or emptied), when all of it counts.
+`prefetch(config)` sends a one-token request for the history under
 `config` so that vLLM caches its blocks while an external tool call runs.
 
 A prefetched configuration stays followed: after each generate under another configuration
@@ -65,6 +69,7 @@ class VllmSession(EngineSession):
         self.pinned: dict[str, Resident] = engine.library_snapshot()
         self._history: list[int] = []
         self._seen = 0  # history tokens that went through the model under any configuration
+        self._seen_under: dict[Config, int] = {}  # ... under each one (generates, prefetches)
         self.rebuilt_tokens = 0  # history tokens re-processed under other weights
         self._prefetches: list[Future[Any]] = []
         self._latest: dict[Config, Future[Any]] = {}  # config -> its newest prefetch
@@ -121,9 +126,14 @@ class VllmSession(EngineSession):
         self.last_logprobs = done.logprobs
         self._history.extend(done.token_ids)
         prefilled = done.prompt_tokens - done.cached_tokens
-        rebuilt = max(0, min(self._seen, done.prompt_tokens) - done.cached_tokens)
+        rebuilt = rebuilt_tokens(
+            self._seen, self._seen_under.get(self._active, 0), done.prompt_tokens,
+            done.cached_tokens, self._engine.driver.block_size,
+        )  # fmt: skip
         self.rebuilt_tokens += rebuilt
         self._seen = max(self._seen, len(self._history) - 1)
+        with self._guard:
+            self._seen_under[self._active] = len(self._history) - 1
         rebuild_s = waited + (done.first_token_s * rebuilt / prefilled if prefilled else 0.0)
         self._follow()
         text = self._text(done.token_ids)
@@ -217,6 +227,7 @@ class VllmSession(EngineSession):
         future = driver.submit(coro)
         future.add_done_callback(_log_failure)
         with self._guard:
+            self._seen_under[config] = max(self._seen_under.get(config, 0), len(self._history))
             self._prefetches = [f for f in self._prefetches if not f.done()] + [future]
             self._latest[config] = future
 
@@ -237,6 +248,20 @@ class VllmSession(EngineSession):
             self._following.clear()
         self.wait_prefetch()
         self._engine.forget(self)
+
+
+def rebuilt_tokens(seen: int, own: int, prompt: int, cached: int, block_size: int) -> int:
+    """Prompt tokens re-processed because another configuration ran since this one did.
+
+    `seen`: history tokens the session ran under any configuration; `own`: under this one;
+    `cached`: prompt tokens vLLM served from its cache. Re-processing this configuration's
+    own tail past its last full block is what every request pays, switch or not; while the
+    cache still holds this configuration's full blocks, only what came after `own` is a
+    rebuild. Once the cache lost some of them (evicted, or emptied at a switch), all is.
+    """
+    kept_own = cached >= own - own % block_size
+    start = max(cached, own) if kept_own else cached
+    return max(0, min(seen, prompt) - start)
 
 
 def _log_failure(future: Future[Any]) -> None:
