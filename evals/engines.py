@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
+from runtime.engines.vllm.engine import cpu_dtype
 from runtime.progress import Steps
 
 SMOLLM2 = "smollm2"
@@ -24,19 +24,6 @@ def library_key(adapters: Mapping[str, str]) -> str:
 
     roots = {name: manifest_of_path(path).root for name, path in sorted(adapters.items())}
     return hashlib.sha256(json.dumps(roots, sort_keys=True).encode()).hexdigest()
-
-
-def cpu_dtype(cpuinfo: str = "/proc/cpuinfo") -> str:
-    """bf16 where the CPU has AVX512-BF16 (vLLM's bf16 CPU kernels need it, and torch emulates
-    bf16 without it: 65x slower matmuls than fp32 on an AVX2-only EPYC), else fp32.
-
-    On an Intel Sapphire Rapids node (AMX) bf16 prefilled 1.7x faster than fp32 and
-    halves the KV cache per token (`bench/bench_vllm_lora.py`)."""
-    try:
-        flags = Path(cpuinfo).read_text()
-    except OSError:
-        return "float32"
-    return "bfloat16" if "avx512_bf16" in flags else "float32"
 
 
 def vllm_cpu_args(backbone: str, sequences: int) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError, create_model
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from evals.engines import cpu_dtype
+from runtime.engines.vllm.engine import cpu_dtype
 from trainers.lora import DTYPES
 
 

@@ -269,3 +269,13 @@ def test_bad_input_is_a_typed_error(vllm_engine: Any) -> None:
     session.close()
     with pytest.raises(SessionClosedError):
         session.generate(4)
+
+
+def test_on_cpu_the_dtype_defaults_to_what_the_cpu_computes_natively(smollm2: Path) -> None:
+    """vLLM's CPU default casts to bf16, emulated (65x slower matmuls) without AVX512-BF16."""
+    from runtime.engines.vllm.engine import VllmEngine, cpu_dtype
+
+    engine = object.__new__(VllmEngine)  # the arguments only: no vLLM started
+    engine.backbone_dir, engine.max_loras, engine.max_lora_rank = smollm2, 4, 8
+    assert engine._engine_args({})["dtype"] == cpu_dtype()
+    assert engine._engine_args({"dtype": "bfloat16"})["dtype"] == "bfloat16"

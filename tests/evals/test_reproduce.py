@@ -246,7 +246,7 @@ def test_sizes_come_from_flags_then_environment(no_size_variables: pytest.Monkey
 def test_training_dtype_follows_the_cpu(
     tmp_path: Path, no_size_variables: pytest.MonkeyPatch
 ) -> None:
-    from evals.engines import cpu_dtype
+    from runtime.engines.vllm.engine import cpu_dtype
 
     with_bf16, without = tmp_path / "bf16", tmp_path / "avx2"
     with_bf16.write_text("flags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n")
