@@ -279,7 +279,7 @@ class Episode:
 
 def sync() -> None:
     """Wait for queued GPU work, so that a timer stops when the work is done."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_initialized():
         torch.cuda.synchronize()
 
 
@@ -639,9 +639,9 @@ def bench_peft(engine: PeftEngine, peft_model, backbone: Path, n: int, t0: float
     what = "GPU allocated, peak" if device.type == "cuda" else "VmRSS, VmHWM"
     print(f"\n== memory ({what} in MiB)")
     (r1, h1), (r100, h100) = mem["after 1"], mem["after 100"]
-    print(f"after 1 switch     rss {r1:8.1f}  peak {h1:8.1f}")
-    print(f"after 100 switches rss {r100:8.1f}  peak {h100:8.1f}")
-    print(f"ratio 100 / 1      rss {r100 / r1:8.4f}  peak {h100 / h1:8.4f}")
+    print(f"after 1 switch     now {r1:8.1f}  peak {h1:8.1f}")
+    print(f"after 100 switches now {r100:8.1f}  peak {h100:8.1f}")
+    print(f"ratio 100 / 1      now {r100 / r1:8.4f}  peak {h100 / h1:8.4f}")
 
     print(f"\n== resident audit on {audit['device']} (backbone and {audit['adapters']} adapters)")
     print(f"roots recomputed from memory equal the files': {audit['clean ok']} "

@@ -11,7 +11,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.engines.vllm.engine import cpu_dtype
 from runtime.progress import Steps
 
 SMOLLM2 = "smollm2"
@@ -31,7 +30,7 @@ def vllm_cpu_args(backbone: str, sequences: int) -> dict[str, Any]:
     holds `sequences` full contexts at once, at least 1 GiB: a smaller one preempts episodes
     and recomputes them (`bench/bench_vllm_kv.py`: 40 requests of ~2,200 tokens decode 27
     tok/s in 1 GiB, 87 tok/s in the 3.5 GiB this sizes). Read when an engine starts."""
-    from runtime.engines.vllm import kv_cache_bytes
+    from runtime.engines.vllm.engine import cpu_dtype, kv_cache_bytes
 
     dtype, max_len = cpu_dtype(), 4096
     return {

@@ -16,7 +16,6 @@ from typing import Any
 from pydantic import ValidationError, create_model
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from runtime.engines.vllm.engine import cpu_dtype
 from trainers.lora import DTYPES
 
 
@@ -160,6 +159,8 @@ def sizes_from(preset: str = "full", overrides: Mapping[str, Any] | None = None)
         if getattr(sizes, n) < 1:
             raise ValueError(f"{n} must be at least 1, got {getattr(sizes, n)}")
     if sizes.train_dtype == "auto":
+        from runtime.engines.vllm.engine import cpu_dtype  # reads /proc/cpuinfo
+
         sizes = replace(sizes, train_dtype=cpu_dtype())
     if sizes.train_dtype not in DTYPES:
         choices = ", ".join(("auto", *DTYPES))
