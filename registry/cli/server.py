@@ -159,10 +159,7 @@ def serve(
     """
     from registry.api.app import open_blob_store
     from registry.api.serving import default_workers, serve_registry, serve_workers
-    from registry.app import APP_FACTORY, create_app
-    from registry.db.migrate import upgrade
-    from registry.db.session import Database
-    from registry.services.trust_roots import install_root
+    from registry.app import APP_FACTORY, create_app, prepare
     from registry.trust import TrustRoot
     from storage import check_store
 
@@ -176,19 +173,10 @@ def serve(
     )
     settings.strict = strict
     check_store(open_blob_store(settings))  # before logging: a failure is one line
-    given = TrustRoot.load(Path(settings.trust_root)) if settings.trust_root else None
+    if settings.trust_root:
+        TrustRoot.load(Path(settings.trust_root))  # before logging: a bad root is one line
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    from registry.services.channel_trust import ensure_timestamp_key
-
-    settings.timestamp_key = str(ensure_timestamp_key(settings))  # workers share one key
-    upgrade(settings.database_url)
-    database = Database(settings.database_url)
-    try:
-        line = install_root(
-            database=database, given=given, trust_dir=Path(settings.trust_dir), strict=strict
-        )
-    finally:
-        database.dispose()
+    line = prepare(settings)
     logging.getLogger("registry.trust").warning("%s", line)
     workers = workers or default_workers(settings.database_url)
     if workers == 1:

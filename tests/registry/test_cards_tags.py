@@ -1,6 +1,7 @@
 """Model cards, training metadata, tags, search and identical bytes, over real HTTP.
 
-`weact serve` runs as a child process on each database (SQLite, PostgreSQL); the client and
+The registry runs as `weact serve` runs it, in this process over real HTTP
+(`support.serving.registry_in_process`), on each database (SQLite, PostgreSQL); the client and
 the `weact` commands (in this process, through click's runner: their start is what
 test_cli_e2e and test_cli_no_surprises check) talk to it:
 
@@ -27,11 +28,11 @@ import factories
 import httpx
 import pytest
 from click.testing import CliRunner
+from support.serving import InProcessRegistry, registry_in_process
 
 from cli.main import app
 from registry import errors
 from registry.client import RegistryClient
-from registry.launcher import EmbeddedRegistry, embedded_registry
 
 CARD = "# write, v1\n\nWrites the final report. Cites 100% of its sources; résumé in UTF-8.\n"
 TRAINING = {"backbone_root": "b" * 64, "capability": "write", "seed": 7, "epochs": 1}
@@ -47,7 +48,7 @@ class Ran(NamedTuple):
 
 @dataclass
 class Served:
-    registry: EmbeddedRegistry
+    registry: InProcessRegistry
     alice: RegistryClient
     bob: RegistryClient
     tokens: dict[str, str]
@@ -71,7 +72,7 @@ class Served:
 def served(database_url: str, tmp_path: Path) -> Iterator[Served]:
     workdir = tmp_path / "serve"
     workdir.mkdir()
-    with embedded_registry(workdir, database_url) as registry:
+    with registry_in_process(workdir, database_url) as registry:
         tokens = {
             role: registry.bootstrap_token(name, role)
             for name, role in (("root", "admin"), ("alice", "publisher"), ("bob", "approver"))

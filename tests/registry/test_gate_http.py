@@ -1,4 +1,5 @@
-"""The paired gate end to end over real HTTP (`weact serve` on SQLite and PostgreSQL).
+"""The paired gate end to end over real HTTP (the registry as `weact serve` runs it, in this
+process: `support.serving.registry_in_process`, on SQLite and PostgreSQL).
 
 Evaluations carry per-item scores and provenance; the gate trusts only evaluations by
 someone other than the candidate's publisher; a refused promotion returns 409 with the
@@ -17,12 +18,12 @@ import factories
 import pytest
 from click.testing import CliRunner, Result
 from harness import make_tokens
+from support.serving import InProcessRegistry, registry_in_process
 
 from cli.main import app
 from registry import errors
 from registry.client import RegistryClient
 from registry.db.session import Database
-from registry.launcher import EmbeddedRegistry, embedded_registry
 
 SUITE = "a" * 64
 N = 60
@@ -30,7 +31,7 @@ N = 60
 
 @dataclass
 class Served:
-    registry: EmbeddedRegistry
+    registry: InProcessRegistry
     tokens: dict[str, str]
     tmp: Path
 
@@ -40,7 +41,7 @@ class Served:
 
 @pytest.fixture
 def served(database_url: str, tmp_path: Path) -> Iterator[Served]:
-    with embedded_registry(tmp_path, database_url, str(tmp_path / "blobs")) as registry:
+    with registry_in_process(tmp_path, database_url, str(tmp_path / "blobs")) as registry:
         db = Database(registry.database_url)
         try:
             tokens = make_tokens(db)

@@ -1,4 +1,12 @@
-"""`serve(app)`: an ASGI app under uvicorn on a free local port, for tests over real HTTP."""
+"""Servers in the test process, over real HTTP.
+
+- `serve(app)`: an ASGI app under uvicorn on a free local port, in a thread.
+- `registry_in_process(workdir, database_url, store_url)`: the registry as `weact serve` runs
+  it (the same `registry.app.prepare` and `create_app`, one worker) in a thread of this
+  process. For tests whose subject is not `weact serve` itself: a `weact serve` child costs
+  about 1.5 s of CPU to start, this a few milliseconds. `registry.launcher.embedded_registry`
+  stays for tests of the server process (start, signals, workers, restarts).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +15,8 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -32,3 +42,45 @@ def serve(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=20)
+
+
+@dataclass(frozen=True)
+class InProcessRegistry:
+    """A registry served from this process: its URL and where it keeps its data."""
+
+    url: str
+    database_url: str
+    store_url: str
+
+    def bootstrap_token(self, name: str, role: str) -> str:
+        """A token written straight into the database (as `weact token create`)."""
+        from registry.db.session import session_scope
+        from registry.services.tokens import create_token
+
+        with session_scope(self.database_url) as session:
+            _, secret = create_token(session=session, name=name, role=role)
+        return secret
+
+
+@contextmanager
+def registry_in_process(
+    workdir: Path, database_url: str | None = None, store_url: str | None = None
+) -> Iterator[InProcessRegistry]:
+    """The registry on `weact serve`'s embedded defaults under `workdir` (or these URLs);
+    other settings from WEACT_* as `weact serve` reads them."""
+    from registry.app import create_app, prepare
+    from registry.settings import Settings
+
+    weact = workdir / ".weact"
+    settings = Settings(
+        database_url=database_url or f"sqlite:///{weact / 'registry.db'}",
+        store_url=store_url or str(weact / "blobs"),
+        trust_dir=str(weact / "trust"),
+    )
+    if "://" in settings.store_url and not settings.timestamp_key:  # else ./.weact in cwd
+        settings.timestamp_key = str(weact / "timestamp.key")
+    weact.mkdir(parents=True, exist_ok=True)
+    prepare(settings)
+    app = create_app(settings)
+    with serve(app) as url:
+        yield InProcessRegistry(url, settings.database_url, settings.store_url)
