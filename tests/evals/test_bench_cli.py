@@ -8,8 +8,10 @@ import os
 import subprocess
 from pathlib import Path
 
+from support.serving import registry_in_process
+
 from evals.manifest import verified_manifest
-from registry.launcher import embedded_registry, weact_command
+from registry.launcher import weact_command
 from tasks.questions import KINDS
 
 SIZES = ("--train", "2", "--dev", "1", "--test", "3")
@@ -51,7 +53,7 @@ def test_benchmark_create_list_and_eval_list(tmp_path: Path) -> None:
     assert "suite" in listed
     assert "bench" not in listed
     digest = verified_manifest(suite)["digest"]
-    with embedded_registry(tmp_path) as registry:
+    with registry_in_process(tmp_path) as registry:
         db = ("--database-url", registry.database_url, "--json")
         token = json.loads(
             _weact("token", "create", "--name", "bob", "--role", "approver", *db).stdout

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.serving import registry_in_process
 
 from cli.main import app
 from evals.suite import Suite
 from registry.client import RegistryClient
-from registry.launcher import embedded_registry
 from tasks.trajectories import CAPABILITIES
 
 
@@ -30,7 +30,7 @@ def test_eval_run_posts_per_item_scores_with_the_suite_digest(
     tiny_library: tuple[Path, dict[str, Path]], small_suite: Suite, suite_dir: Path, tmp_path: Path
 ) -> None:
     backbone, adapters = tiny_library
-    with embedded_registry(tmp_path) as registry:
+    with registry_in_process(tmp_path) as registry:
         admin_token = _token(registry.database_url, "root", "admin")
         evaluator = _token(registry.database_url, "ci", "evaluator")
         admin = RegistryClient(registry.url, admin_token)

@@ -30,8 +30,8 @@ from typing import Any
 
 import httpx
 import pytest
+from support.serving import registry_in_process
 
-from registry.launcher import embedded_registry
 from storage import manifest_of_path
 from storage.errors import AdapterFormatError
 
@@ -211,7 +211,7 @@ def registry(
 ) -> Iterator[Registry]:
     workdir = tmp_path_factory.mktemp("serve")
     with (
-        embedded_registry(workdir) as served,
+        registry_in_process(workdir) as served,
         httpx.Client(base_url=served.url, timeout=30) as client,
     ):
         admin = _token(served.database_url, "root", "admin", workdir)

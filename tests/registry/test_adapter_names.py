@@ -1,8 +1,9 @@
 """Adapters named as people name them: `write@2` in every command that takes an adapter.
 
-One `weact serve` (SQLite) for the module; each case pushes a fresh write version and runs
-its command in-process (click's runner, over real HTTP) naming it `write@N`, then checks
-through the API that the command acted on that version and no other.
+One registry (SQLite, served from a thread of the test process) for the module; each case
+pushes a fresh write version and runs its command in-process (click's runner, over real
+HTTP) naming it `write@N`, then checks through the API that the command acted on that
+version and no other.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ import factories
 import httpx
 import pytest
 from click.testing import CliRunner, Result
+from support.serving import InProcessRegistry, registry_in_process
 
 from cli.main import app
-from registry.launcher import EmbeddedRegistry, embedded_registry
 
 
 @dataclass
 class World:
-    registry: EmbeddedRegistry
+    registry: InProcessRegistry
     tmp: Path
     tokens: dict[str, str]
     seeds: Iterator[int] = field(default_factory=lambda: itertools.count(100))
@@ -59,7 +60,7 @@ class World:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("names")
     (tmp / "serve").mkdir()
-    with embedded_registry(tmp / "serve") as registry:
+    with registry_in_process(tmp / "serve") as registry:
         world = World(registry, tmp, {})
         for name, role in (("root", "admin"), ("alice", "publisher"), ("bob", "approver")):
             made = CliRunner().invoke(

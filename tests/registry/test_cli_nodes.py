@@ -1,4 +1,5 @@
-"""`weact nodes` through the real console script against a real `weact serve`."""
+"""`weact nodes` through the real console script against the registry over real HTTP (served
+from a thread of the test process)."""
 
 from __future__ import annotations
 
@@ -12,17 +13,17 @@ from pathlib import Path
 import pytest
 from factories import backbone_manifest_json, write_adapter, write_backbone
 from support.fleet import Seeded
+from support.serving import InProcessRegistry, registry_in_process
 
 from registry.client import RegistryClient
-from registry.launcher import EmbeddedRegistry, embedded_registry
 
 WEACT = Path(sys.executable).with_name("weact")
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedRegistry, Seeded]]:
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessRegistry, Seeded]]:
     tmp = tmp_path_factory.mktemp("nodes")
-    with embedded_registry(tmp) as server:
+    with registry_in_process(tmp) as server:
         world = Seeded.create(server, backbone_manifest_json(write_backbone(tmp / "bb")), ["write"])
         first = world.publish(write_adapter(tmp / "w1", seed=1), "write")
         second = world.publish(write_adapter(tmp / "w2", seed=2), "write")
@@ -46,7 +47,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedRe
         world.close()
 
 
-def weact(server: EmbeddedRegistry, token: str, *args: str) -> subprocess.CompletedProcess[str]:
+def weact(server: InProcessRegistry, token: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WEACT_URL": server.url, "WEACT_TOKEN": token, "COLUMNS": "200"}
     return subprocess.run(
         [str(WEACT), *args], env=env, capture_output=True, text=True, timeout=60, check=True

@@ -1,4 +1,5 @@
-"""runtime.follow: a PeftEngine following a channel of a real `weact serve` over HTTP."""
+"""runtime.follow: a PeftEngine following a channel of the registry, over real HTTP from a
+thread of the test process (`registry_server`)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import pytest
 pytest.importorskip("peft")
 
 from click.testing import CliRunner  # noqa: E402
+from support.serving import InProcessRegistry  # noqa: E402
 
 from cli.main import app  # noqa: E402
 from registry.client import RegistryClient  # noqa: E402
-from registry.launcher import EmbeddedRegistry  # noqa: E402
 from runtime.errors import AuditMismatchError, UnknownAdapterError  # noqa: E402
 from runtime.follow import ChannelFollower  # noqa: E402
 from storage.local import LocalBlobStore  # noqa: E402
@@ -27,7 +28,7 @@ ORDER = ["plan", "search", "write"]
 
 @dataclass
 class Registry:
-    server: EmbeddedRegistry
+    server: InProcessRegistry
     admin: RegistryClient
     alice: RegistryClient
     bob: RegistryClient
@@ -59,7 +60,7 @@ class Registry:
 
 @pytest.fixture(scope="module")
 def registry(
-    registry_server: EmbeddedRegistry, tiny_backbone: Path, tiny_adapters: dict[str, Path]
+    registry_server: InProcessRegistry, tiny_backbone: Path, tiny_adapters: dict[str, Path]
 ) -> Iterator[Registry]:
     server = registry_server
     admin = RegistryClient(server.url, server.bootstrap_token("r", "admin"))

@@ -1,4 +1,5 @@
-"""runtime.sync against a real `weact serve` over HTTP, with tiny adapters in PeftEngine."""
+"""runtime.sync against the registry over real HTTP (served from a thread of the test
+process: `registry_server`), with tiny adapters in PeftEngine."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 
 pytest.importorskip("peft")
 
+from support.serving import InProcessRegistry  # noqa: E402
+
 from clikit.progress import steps  # noqa: E402
 from registry import errors  # noqa: E402
 from registry.client import RegistryClient  # noqa: E402
-from registry.launcher import EmbeddedRegistry  # noqa: E402
 from runtime.engine import AdapterSpec  # noqa: E402
 from runtime.errors import AdapterLoadError  # noqa: E402
 from runtime.sync import heartbeat, pull_library  # noqa: E402
@@ -26,7 +28,7 @@ DESCRIPTIONS = {"plan": "Plan the steps.", "search": "Search the KB.", "write": 
 
 @dataclass
 class Registry:
-    server: EmbeddedRegistry
+    server: InProcessRegistry
     admin: RegistryClient
     alice: RegistryClient
     bob: RegistryClient
@@ -49,7 +51,7 @@ class Registry:
 
 @pytest.fixture(scope="module")
 def registry(
-    registry_server: EmbeddedRegistry, tiny_backbone: Path, tiny_adapters: dict[str, Path]
+    registry_server: InProcessRegistry, tiny_backbone: Path, tiny_adapters: dict[str, Path]
 ) -> Iterator[Registry]:
     server = registry_server
     admin = RegistryClient(server.url, server.bootstrap_token("r", "admin"))

@@ -1,4 +1,4 @@
-"""The vLLM registry plugin's registry side, without vLLM: a real `weact serve` over HTTP,
+"""The vLLM registry plugin's registry side, without vLLM: the registry over real HTTP,
 tiny adapters on disk. Resolving under the serve policy, the follower's drops, deletions and
 heartbeat, and the load check's decisions (refuse, report, re-pull, retry)."""
 
@@ -15,8 +15,9 @@ import pytest
 
 pytest.importorskip("safetensors")
 
+from support.serving import InProcessRegistry  # noqa: E402
+
 from registry.client import RegistryClient  # noqa: E402
-from registry.launcher import EmbeddedRegistry  # noqa: E402
 from runtime.vllm_resolver.follower import ServedFollower, heads_of  # noqa: E402
 from runtime.vllm_resolver.integrity import IntegrityRefused, LoadVerifier  # noqa: E402
 from runtime.vllm_resolver.policy import ServedName  # noqa: E402
@@ -56,7 +57,9 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(
-    registry_server: EmbeddedRegistry, tiny_backbone: Path, tmp_path_factory: pytest.TempPathFactory
+    registry_server: InProcessRegistry,
+    tiny_backbone: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[World]:
     admin = RegistryClient(registry_server.url, registry_server.bootstrap_token("a", "admin"))
     token = {r: admin.create_token(name=r, role=r)["token"] for r in ("publisher", "approver")}

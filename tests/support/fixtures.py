@@ -1,11 +1,12 @@
 """Pytest fixtures and hooks for every test package (a plugin: `pytest_plugins` in
 tests/conftest.py).
 
-- `registry_server` (module): a real `weact serve` child process on its embedded defaults
-  (SQLite and a blob directory in a temp dir), started by the product's own launcher
-  (`registry.launcher.embedded_registry`, the one the demo uses); yields the `EmbeddedRegistry`.
-  `registry_server.bootstrap_token(name, "admin")` gives the first token. Tests that need
-  another database or blob store call `embedded_registry` with those URLs themselves.
+- `registry_server` (module): the registry on its embedded defaults (SQLite and a blob
+  directory in a temp dir) served over real HTTP from a thread of the test process
+  (`support.serving.registry_in_process`: `weact serve`'s own preparation and app); yields
+  the `InProcessRegistry`. `registry_server.bootstrap_token(name, "admin")` gives the first
+  token. For the tests of its clients (runtime, trainers); tests of the server process
+  itself start `weact serve` with `registry.launcher.embedded_registry`.
 - The browser tests' screenshots (`support.shots.TAKEN`) are listed in the terminal summary
   ("web UI screenshots"); under pytest-xdist each worker sends its list to the controller.
 """
@@ -18,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from registry.launcher import EmbeddedRegistry, embedded_registry
+from support.serving import InProcessRegistry, registry_in_process
 from support.shots import TAKEN
 
 
 @pytest.fixture(scope="module")
-def registry_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRegistry]:
-    with embedded_registry(tmp_path_factory.mktemp("registry")) as server:
+def registry_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessRegistry]:
+    with registry_in_process(tmp_path_factory.mktemp("registry")) as server:
         yield server
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from registry.client import RegistryClient
-from registry.launcher import EmbeddedRegistry
+from support.serving import RunningRegistry
 
 PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432"
 
@@ -65,7 +65,7 @@ class Seeded:
     @classmethod
     def create(
         cls,
-        server: EmbeddedRegistry,
+        server: RunningRegistry,
         backbone_manifest: Mapping[str, Any],
         order: list[str],
     ) -> Seeded:

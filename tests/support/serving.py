@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 
 @contextmanager
@@ -42,6 +42,18 @@ def serve(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=20)
+
+
+class RunningRegistry(Protocol):
+    """What a test uses of a registry, whether served here or by a `weact serve` child."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def database_url(self) -> str: ...
+    @property
+    def store_url(self) -> str: ...
+    def bootstrap_token(self, name: str, role: str) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from registry.db.models import SqlAdapterSignature, SqlAdapterVersion
 from registry.db.session import Database, session_scope
 from registry.domain import Principal, Role
 from registry.errors import InvalidError
-from registry.launcher import EmbeddedRegistry, embedded_registry
 from registry.services import adapters as adapter_services
 from registry.services.channels import PromoteRequest, promote
 from registry.trust import (
@@ -43,6 +42,7 @@ from runtime.tiny import build_tiny_adapter
 from storage.local import LocalBlobStore
 from storage.manifest import manifest_of_path
 from support.fleet import PostgresUnavailable, fresh_pg_database
+from support.serving import InProcessRegistry, registry_in_process
 
 TIMESTAMP_EXPIRY_S = 4
 
@@ -52,7 +52,7 @@ KEYS = ("admin1", "admin2", "publisher", "approver1", "approver2", "approver3", 
 
 @dataclass
 class World:
-    server: EmbeddedRegistry
+    server: InProcessRegistry
     keys: Path
     root_path: Path
     admin: RegistryClient
@@ -173,8 +173,8 @@ def world_of(
     with contextlib.ExitStack() as stack:
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("WEACT_TIMESTAMP_EXPIRY_S", str(TIMESTAMP_EXPIRY_S))
-            server = stack.enter_context(embedded_registry(workdir, database_url=database))
-        # `weact serve` made its timestamp key beside the blob directory
+            server = stack.enter_context(registry_in_process(workdir, database_url=database))
+        # the registry made its timestamp key beside the blob directory, as `weact serve` does
         make_root(keys, workdir / ".weact" / "timestamp.pub.json").save(root_path)
         admin = RegistryClient(server.url, server.bootstrap_token("root", "admin"))
         tokens = {

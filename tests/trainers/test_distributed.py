@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.serving import InProcessRegistry
 from trainer_helpers import short
 
 from cli.main import app
 from registry.client import RegistryClient
-from registry.launcher import EmbeddedRegistry
 from storage.manifest import manifest_of_path
 from trainers.distributed import DistributedError, World, detect
 from trainers.tasks import generate
@@ -85,7 +85,7 @@ def test_batches_follow_the_schedule_and_never_mix_capabilities_when_sequential(
 
 
 @pytest.fixture(scope="module")
-def registry(registry_server: EmbeddedRegistry, tiny_backbone: Path) -> dict[str, str]:
+def registry(registry_server: InProcessRegistry, tiny_backbone: Path) -> dict[str, str]:
     admin = RegistryClient(registry_server.url, registry_server.bootstrap_token("root", "admin"))
     with admin:
         token = admin.create_token(name="ddp", role="publisher")["token"]

@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from support.serving import InProcessRegistry
 from trainer_helpers import short
 
 from cli.main import app
 from registry.client import RegistryClient
-from registry.launcher import EmbeddedRegistry
 from storage.manifest import manifest_of_path
 from trainers.tasks import generate
 from trainers.trajectory import write_trajectories
@@ -22,7 +22,7 @@ FAST = ["--rank", "2", "--alpha", "4", "--epochs", "1", "--lr", "0.01", "--seed"
 
 
 def test_train_push_show_and_pull_keep_the_provenance(
-    registry_server: EmbeddedRegistry, tiny_backbone: Path, tmp_path: Path
+    registry_server: InProcessRegistry, tiny_backbone: Path, tmp_path: Path
 ) -> None:
     url = registry_server.url
     admin = RegistryClient(url, registry_server.bootstrap_token("root-prov", "admin"))

@@ -1,4 +1,4 @@
-"""Publishing through the real registry over HTTP (`weact serve` in a subprocess).
+"""Publishing through the real registry over HTTP (served in-process by `registry_server`).
 
 LoRA-code is added as a new capability and write -> write++ is published with lineage; both
 leave the backbone and every other adapter bit-identical. Replayed data and changed frozen
@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from support.serving import InProcessRegistry
 from trainer_helpers import short
 
 from cli.main import app
 from registry.client import RegistryClient
 from registry.errors import ReplayError
-from registry.launcher import EmbeddedRegistry
 from storage.manifest import manifest_of_path
 from trainers.errors import RootChangedError
 from trainers.publish import publish_adapter
@@ -36,7 +36,7 @@ def _sha(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def registry(registry_server: EmbeddedRegistry, tiny_backbone: Path) -> Iterator[dict]:
+def registry(registry_server: InProcessRegistry, tiny_backbone: Path) -> Iterator[dict]:
     url = registry_server.url
     admin = RegistryClient(url, registry_server.bootstrap_token("root", "admin"))
     publisher = admin.create_token(name="alice", role="publisher")["token"]

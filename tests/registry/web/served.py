@@ -1,7 +1,7 @@
-"""The scenario of ``webworld``, played against a real ``weact serve`` through ``registry.client``.
+"""The scenario of ``webworld``, played against a running registry through ``registry.client``.
 
 Tokens are minted the way an operator does it: the first admin token straight into the
-database (``EmbeddedRegistry.bootstrap_token``), every other one over ``POST /v1/tokens``.
+database (``bootstrap_token``), every other one over ``POST /v1/tokens``.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 from factories import backbone_manifest_json, write_adapter, write_backbone
+from support.serving import RunningRegistry
 from webworld import BENCHMARK, ITEMS, item_scores
 
 from registry.client import RegistryClient
 from registry.errors import GateFailedError
-from registry.launcher import EmbeddedRegistry
 
 PEOPLE = {
     "reader": "rita",
@@ -84,7 +84,7 @@ def _catalog(served: Served) -> None:
             admin.create_capability(name=name, description=description, order=order)
 
 
-def populate_served(server: EmbeddedRegistry, tmp: Path) -> Served:
+def populate_served(server: RunningRegistry, tmp: Path) -> Served:
     served = Served(url=server.url, tmp=tmp)
     served.tokens["admin"] = server.bootstrap_token("root", "admin")
     _catalog(served)

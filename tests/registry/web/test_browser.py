@@ -1,5 +1,6 @@
-"""The web pages in a real browser: Debian's Chromium driven by Playwright, against a real
-`weact serve` populated through `registry.client` (see ``served``).
+"""The web pages in a real browser: Debian's Chromium driven by Playwright, against the
+registry over real HTTP (served from a thread of the test process), populated through
+`registry.client` (see ``served``).
 
 Screenshots go to ``$WEACT_SCREENSHOTS`` (default: a folder under pytest's temp dir); the
 folder and every file are listed in the test summary ("web UI screenshots").
@@ -14,9 +15,8 @@ from typing import Any
 import pytest
 from served import CARD, TAGS, Served, populate_served
 from support.browser import chromium_path
+from support.serving import registry_in_process
 from support.shots import Shots
-
-from registry.launcher import embedded_registry
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -27,7 +27,7 @@ VIEWPORT = {"width": 1280, "height": 860}
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     chromium_path()  # skip before starting anything when there is no browser
     workdir = tmp_path_factory.mktemp("web-registry")
-    with embedded_registry(workdir) as server:
+    with registry_in_process(workdir) as server:
         yield populate_served(server, workdir)
 
 

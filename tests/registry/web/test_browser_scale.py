@@ -1,7 +1,7 @@
 """The web pages at a thousand versions in a real browser (Debian's Chromium under Playwright)
-against a real `weact serve`: search, sort, page numbers, the compare view, the score chart,
-a model card whose `<script>` stays inert, a phone-sized screen without sideways scrolling,
-and dark mode.
+against the registry over real HTTP (served from a thread of the test process): search,
+sort, page numbers, the compare view, the score chart, a model card whose `<script>` stays
+inert, a phone-sized screen without sideways scrolling, and dark mode.
 
 The registry is the one ``served`` populates through the API, plus capability ``bulk`` with
 1,001 versions (one pushed, 1,000 recorded through the service layer: ``bulk``).
@@ -17,10 +17,10 @@ import pytest
 from bulk import seed_versions
 from served import Served, populate_served
 from support.browser import chromium_path
+from support.serving import registry_in_process
 from support.shots import Shots
 
 from registry.db.session import Database
-from registry.launcher import embedded_registry
 from storage import open_store
 
 pytestmark = pytest.mark.timeout(300)
@@ -40,7 +40,7 @@ EVIL_CARD = (
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     chromium_path()  # skip before starting anything when there is no browser
     workdir = tmp_path_factory.mktemp("web-registry-scale")
-    with embedded_registry(workdir) as server:
+    with registry_in_process(workdir) as server:
         served = populate_served(server, workdir)
         with served.client("admin") as admin:
             admin.create_capability(name="bulk", description="Many versions", order=3)
