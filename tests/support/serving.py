@@ -28,7 +28,11 @@ def serve(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
     with socket.socket() as sock:
         sock.bind((host, 0))
         port = sock.getsockname()[1]
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    # A client's open long poll would hold a graceful shutdown for its whole wait (20 s at
+    # a module's teardown, seen): after 1 s the requests still running are cancelled.
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
