@@ -26,6 +26,8 @@ from pathlib import Path
 
 import httpx
 
+from registry.client.transport import tls_context
+
 # Registry settings a user may have exported; the child must use the ones given here.
 _REGISTRY_ENV = ("WEACT_DATABASE_URL", "WEACT_STORE_URL")
 
@@ -133,8 +135,8 @@ def wait_until_healthy(
     """Until `url` answers 200; RuntimeError with the tail of `log` when `process` exits
     first or `timeout` seconds pass."""
     deadline = time.monotonic() + timeout
-    # one client for the whole wait: a client per poll builds an SSL context each time
-    with httpx.Client(headers=headers, timeout=2) as client:
+    # one client for the whole wait, with the process's one TLS context
+    with httpx.Client(headers=headers, timeout=2, verify=tls_context()) as client:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise RuntimeError(f"{what} exited:\n{log.read_text()[-3000:]}")

@@ -17,7 +17,13 @@ from typing import Self, cast
 import httpx
 
 from registry.client.records import Revision
-from registry.client.transport import check_url, raise_for_error, read_json, translate
+from registry.client.transport import (
+    check_url,
+    raise_for_error,
+    read_json,
+    tls_context,
+    translate,
+)
 
 
 class ChannelWatch:
@@ -38,6 +44,7 @@ class ChannelWatch:
             timeout=timeout,
             transport=transport,
             follow_redirects=False,
+            verify=tls_context(),
         )
 
     async def __aenter__(self) -> Self:

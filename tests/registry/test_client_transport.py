@@ -8,8 +8,10 @@ raised `from` the httpx error, never httpx itself; no method of the client lets 
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import socket
+import ssl
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -22,6 +24,8 @@ from securesystemslib.signer import CryptoSigner
 
 from registry import errors
 from registry.client import RegistryClient
+from registry.client.transport import tls_context
+from registry.client.watch import ChannelWatch
 
 Handler = Callable[[socket.socket], None]
 
@@ -366,3 +370,27 @@ def test_a_post_is_never_repeated() -> None:
         with pytest.raises(errors.RegistryUnavailableError):
             client.create_capability(name="plan", description="d")
     assert calls == ["POST"]
+
+
+def test_the_clients_of_a_process_build_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading the CA bundle costs about 20 ms of CPU: once per process, not per client."""
+    built: list[ssl.SSLContext] = []
+    default = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        built.append(context := default(*args, **kwargs))
+        return context
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    tls_context.cache_clear()
+    try:
+        clients = [RegistryClient("https://registry.example:8443", "t") for _ in range(3)]
+        watch = ChannelWatch("https://registry.example:8443", "t")
+        assert len(built) == 1
+        assert built[0] is tls_context()
+        assert (built[0].verify_mode, built[0].check_hostname) == (ssl.CERT_REQUIRED, True)
+        for client in clients:
+            client.close()
+        asyncio.run(watch.aclose())
+    finally:
+        tls_context.cache_clear()
