@@ -15,6 +15,7 @@ The test-support package `support` (tests/support, on the path through pyproject
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +24,15 @@ import pytest
 from hypothesis import settings
 
 pytest_plugins = ["support.fixtures"]
+
+# pytest-xdist runs one worker per core: torch's default (one thread per core in every worker
+# and in every child a test starts) oversubscribes the cores and its threads spin waiting for
+# each other. Set before torch is imported; children inherit it. Measured on the torch-heavy
+# tests, 2 workers on 2 cores: 67 -> 55 s wall, 108 -> 79 CPU-s (docs/benchmarks.md).
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    _cores = len(os.sched_getaffinity(0))
+    _threads = max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_threads))
 
 # The machines running the suite are shared and noisy: hypothesis' per-example deadline
 # (200 ms) would turn load into failures. Speed lives in bench/, not in unit tests.
