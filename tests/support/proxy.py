@@ -13,6 +13,8 @@ import socket
 import threading
 from typing import Self
 
+from support.serving import stop_accepting
+
 
 class TcpProxy:
     def __init__(self, host: str, port: int) -> None:
@@ -46,15 +48,9 @@ class TcpProxy:
         self._up.set()
 
     def close(self) -> None:
-        """Stop accepting: shut the listener down (waking its `accept`) and join the thread
-        before closing it, so that no thread of this proxy takes a later listener's
-        connections (see `raw_server` in test_client_transport)."""
         self._closed = True
         self.cut()
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)
-        self._thread.join(timeout=10)
-        self._listener.close()
+        stop_accepting(self._listener, self._thread)
 
     def _accept(self) -> None:
         while not self._closed:
