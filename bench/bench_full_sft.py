@@ -1,14 +1,17 @@
 """Full SFT seconds per sample, the per-sample loop against the batched trainer.
 
 `python bench/bench_full_sft.py [--backbone DIR] [--variant V ...] [--n N] [--threads T]`
-(defaults: the packaged SmolLM2, `loop:1` then `bf16acc:8`, 8 samples) trains the first N
-samples of the full reproduce size's seeded Full SFT schedule (research suite, seed 0, 10
-train questions per kind, 2 epochs) on BACKBONE and prints wall and process CPU seconds per
+(defaults: the packaged SmolLM2, `loop:1` then `bf16acc:8`, 8 samples) trains N samples of
+the full reproduce size's Full SFT data (research suite, seed 0, 10 train questions per
+kind, 2 epochs) on BACKBONE and prints wall and process CPU seconds per
 step and per sample. VARIANT: `loop:B` is the path before batching (`trainers.lora.run_steps`,
 one forward and backward per sample, B samples per AdamW step; `loop:1` is what Full SFT
 did), `fp32:B` / `bf16:B` are `trainers.full.full_steps` (padded forwards, B samples per
 step, bf16 autocast or not; `fp32acc:B` / `bf16acc:B`: one sample per forward, the
-gradients of B accumulated before each step). Run the variants one after another on an
+gradients of B accumulated before each step; `bf16pack:B` / `fp32pack:B`: each step's samples
+of one trajectory in one forward over the longest, `FullSettings.pack`). Every variant trains
+the same N samples: the first N of the trajectory-grouped schedule Full SFT packs (the
+variants without packing take them in that order too). Run the variants one after another on an
 idle machine; on a shared one compare CPU seconds with THREADS 1 (no spinning threads
 inflate them). With two or more variants it ends with each one's wall and CPU time per sample
 as a ratio of the first's, measured side by side in the run.
@@ -29,8 +32,8 @@ def main(
     import torch
 
     from evals.suite import generate_suite
-    from trainers.full import FullSettings, full_steps
-    from trainers.lora import load_backbone, run_steps, schedule
+    from trainers.full import FullSettings, full_steps, trajectory_schedule
+    from trainers.lora import load_backbone, run_steps
     from trainers.phases import build_samples
     from trainers.training import tokenizer_of
 
@@ -38,7 +41,7 @@ def main(
         torch.set_num_threads(threads)
     suite = generate_suite("research", 0, {"train": 10, "dev": 1, "test": 8})
     samples = build_samples(suite.trajectories["train"], tokenizer_of(Path(backbone)))
-    order = schedule(samples, 2, 0, None)[:n]
+    order = trajectory_schedule(samples, 2, 0)[:n]
     kind, size = variant.split(":")
     steps = [order[i : i + int(size)] for i in range(0, n, int(size))]
     torch.manual_seed(0)
@@ -54,8 +57,9 @@ def main(
         run_steps(model, list(model.parameters()), steps, 2e-5, tick)
     else:
         dtype = "bfloat16" if kind.startswith("bf16") else "float32"
-        limit = 1 if kind.endswith("acc") else FullSettings().max_tokens  # 1: no padding
-        settings = FullSettings(lr=2e-5, batch=int(size), dtype=dtype, max_tokens=limit)
+        limit = 1 if kind.endswith(("acc", "pack")) else 8192  # 1: no padding
+        pack = kind.endswith("pack")
+        settings = FullSettings(lr=2e-5, batch=int(size), dtype=dtype, max_tokens=limit, pack=pack)
         full_steps(model, steps, settings, tick)
     wall, used = time.perf_counter() - start, time.process_time() - cpu
     tokens = sum(len(s.input_ids) for s in order)

@@ -28,12 +28,17 @@ def masked_nll(model: Any, sample: PhaseSample) -> tuple[Any, int]:
     return nll, int(positions.numel())
 
 
-def masked_nll_batch(model: Any, samples: Sequence[PhaseSample]) -> tuple[Any, list[int]]:
+def masked_nll_batch(
+    model: Any,
+    samples: Sequence[PhaseSample],
+    weights: Sequence[Sequence[float]] | None = None,
+) -> tuple[Any, list[int]]:
     """(each sample's summed -log p over its supervised tokens, their counts) in one padded
     forward: the samples are right-padded (attention mask 0 on the padding, which no real
     token attends to and no loss position reads), and only the hidden states that predict a
     supervised token go through the LM head. Equal to `masked_nll` per sample up to the
-    kernels' rounding."""
+    kernels' rounding. With `weights` (one per token of each sample), each supervised token's
+    -log p is multiplied by its weight before the sum."""
     import torch
     import torch.nn.functional as F
 
@@ -42,11 +47,14 @@ def masked_nll_batch(model: Any, samples: Sequence[PhaseSample]) -> tuple[Any, l
     ids = torch.zeros((len(samples), width), dtype=torch.long, device=device)
     attention = torch.zeros_like(ids)
     predicts = torch.zeros((len(samples), width), dtype=torch.bool, device=device)
+    scale = torch.ones((len(samples), width), dtype=torch.float32, device=device)
     for row, s in enumerate(samples):
         n = len(s.input_ids)
         ids[row, :n] = torch.tensor(s.input_ids, dtype=torch.long)
         attention[row, :n] = 1
         predicts[row, : n - 1] = torch.tensor(s.loss_mask[1:], dtype=torch.bool)
+        if weights is not None:
+            scale[row, : n - 1] = torch.tensor(weights[row][1:], dtype=torch.float32)
     counts = [int(c) for c in predicts.sum(dim=1).tolist()]
     rows, cols = predicts.nonzero(as_tuple=True)
     if rows.numel() == 0:
@@ -55,5 +63,7 @@ def masked_nll_batch(model: Any, samples: Sequence[PhaseSample]) -> tuple[Any, l
     hidden = decoder(input_ids=ids, attention_mask=attention).last_hidden_state
     logits = model.get_output_embeddings()(hidden[rows, cols])
     token_nll = F.cross_entropy(logits.float(), ids[rows, cols + 1], reduction="none")
+    if weights is not None:
+        token_nll = token_nll * scale[rows, cols]
     nll = torch.zeros(len(samples), dtype=token_nll.dtype, device=device)
     return nll.index_add(0, rows, token_nll), counts

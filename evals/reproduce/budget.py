@@ -168,19 +168,20 @@ def counts(suite: Any, tokenizer: Any, sizes: Sizes) -> Counts:
 
 def full_sft_tokens(samples: Sequence[Any], sizes: Sizes, max_tokens: int | None = None) -> int:
     """The (padded) tokens Full SFT's forwards process: its seeded schedule in steps of
-    `full_batch`, each cut into forwards as `trainers.full.forwards` cuts them at
-    `max_tokens` (default: `FullSettings`'s)."""
-    from trainers.full import FullSettings, forwards
-    from trainers.lora import schedule
+    `full_batch`, each step's samples packed and cut into forwards as `trainers.full` does
+    it for `build_full` (a trajectory's samples share one forward; at most `max_tokens`
+    padded tokens a forward, default: `FullSettings`'s)."""
+    from trainers.full import FullSettings, forwards, full_schedule, rows
 
-    order = schedule(samples, sizes.full_epochs, sizes.seed, None)
-    limit = FullSettings().max_tokens if max_tokens is None else max_tokens
+    settings = FullSettings(epochs=sizes.full_epochs, seed=sizes.seed, pack=True)
+    order = full_schedule(samples, settings)
+    limit = settings.max_tokens if max_tokens is None else max_tokens
     size = sizes.full_batch
     steps = [order[i : i + size] for i in range(0, len(order), size)]
     return sum(
-        len(rows) * max(len(s.input_ids) for s in rows)
+        len(forward) * max(len(r.input_ids) for r in forward)
         for step in steps
-        for rows in forwards(step, limit)
+        for forward in forwards(rows(step, settings.pack), limit)
     )
 
 

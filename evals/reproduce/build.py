@@ -251,6 +251,7 @@ def build_full(b: Builder) -> Built:
         seed=sizes.seed,
         batch=sizes.full_batch,
         dtype=sizes.train_dtype,
+        pack=True,  # a trajectory's phases in one forward: the same loss on 2.5x fewer tokens
     )
     inputs = {
         "what": "full",

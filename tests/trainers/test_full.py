@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from trainer_helpers import short
 
 from trainers.errors import NoSamplesError, OutputExistsError
@@ -140,3 +142,103 @@ def test_batched_full_sft_takes_fewer_steps(tiny_backbone: Path, tmp_path: Path,
         FullSettings(batch=0)
     with pytest.raises(ValueError, match="dtype must be one of"):
         FullSettings(dtype="float16")
+
+
+def test_a_packed_step_is_the_unpacked_step_on_fewer_tokens(tiny_backbone: Path, samples) -> None:
+    """The samples of two trajectories in one step: one forward per trajectory (the shorter
+    phases are prefixes of the longest) against one per sample: the same step loss to 1e-5
+    and the same gradients to 1e-4 of the largest."""
+    from trainers.full import full_steps, rows
+    from trainers.loss import masked_nll, masked_nll_batch
+
+    batch, n = list(samples), len(samples)
+    assert len({s.trajectory for s in batch}) == 2
+    assert n > 2
+    packed = rows(batch, pack=True)
+    assert len(packed) == 2
+    assert sum(len(r.input_ids) for r in packed) < sum(len(s.input_ids) for s in batch) / 1.5
+    one, shared = load_backbone(tiny_backbone), load_backbone(tiny_backbone)
+    one.requires_grad_(True)
+    shared.requires_grad_(True)
+    for s in batch:
+        nll, count = masked_nll(one, s)
+        (nll / count / n).backward()
+    nll, _ = masked_nll_batch(shared, [r.sample for r in packed], [r.weights for r in packed])
+    (nll.sum() / n).backward()
+    a, b = _grads(one), _grads(shared)
+    for name in a:
+        scale = float(a[name].abs().max())
+        assert float((a[name] - b[name]).abs().max()) <= 1e-4 * scale + 1e-8, name
+    each = full_steps(one, [batch], FullSettings(lr=1e-4, batch=n))
+    assert full_steps(shared, [batch], FullSettings(lr=1e-4, batch=n, pack=True)) == (
+        pytest.approx(each, rel=1e-5)
+    )
+
+
+def test_packed_full_sft_keeps_each_trajectory_in_its_step(
+    tiny_backbone: Path, tmp_path: Path, samples
+) -> None:
+    from trainers.full import trajectory_schedule
+
+    order = trajectory_schedule(samples, epochs=2, seed=0)
+    assert sorted(map(id, order)) == sorted(map(id, [*samples, *samples]))
+    names = [s.trajectory for s in order]
+    runs = [t for i, t in enumerate(names) if i == 0 or names[i - 1] != t]
+    assert len(runs) == 4  # two trajectories, two epochs: each one's samples together
+    per_trajectory = len(samples) // 2
+    result = train_full(
+        backbone=tiny_backbone, samples=samples, out=tmp_path / "full",
+        settings=FullSettings(lr=1e-3, epochs=2, batch=per_trajectory, pack=True),
+    )  # fmt: skip
+    assert len(result.losses) == 4
+    assert (tmp_path / "full" / "model.safetensors").is_file()
+
+
+def _nll(ids: tuple[int, ...]) -> float:
+    """A stand-in for a causal model's -log p of ids[-1]: a function of the prefix alone."""
+    return (hash(ids) % 1000) / 1000
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),  # trajectory
+            st.integers(2, 24),  # length
+            st.lists(st.booleans(), min_size=24, max_size=24),  # loss mask bits
+            st.booleans(),  # a prefix of its trajectory's token sequence, or diverging
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_packed_rows_give_every_samples_mean_loss(specs) -> None:
+    """Whatever folds into what, the rows' weighted sums of a causal model's per-token losses
+    are the samples' per-token means added up, on no more tokens than a forward each."""
+    from trainers.full import rows
+    from trainers.phases import PhaseSample
+
+    batch = []
+    for i, (name, n, bits, prefix) in enumerate(specs):
+        ids = tuple(range(100, 100 + n)) if name == "a" else tuple(range(200, 200 + n))
+        if not prefix:
+            ids = (*ids[:-1], 1000 + i)
+        mask = (0, *(int(b) for b in bits[1:n]))
+        batch.append(PhaseSample(name, "write", i, ids, mask))
+
+    def losses(sample: PhaseSample, weights: tuple[float, ...]) -> float:
+        ids = sample.input_ids
+        return sum(w * _nll(ids[: j + 1]) for j, w in enumerate(weights) if w)
+
+    expected = sum(
+        sum(_nll(s.input_ids[: j + 1]) for j, m in enumerate(s.loss_mask) if m) / s.n_supervised
+        for s in batch
+        if s.n_supervised
+    )
+    for pack in (False, True):
+        out = rows(batch, pack)
+        assert sum(losses(r.sample, r.weights) for r in out) == pytest.approx(expected)
+        assert sum(map(sum, (r.weights for r in out))) == pytest.approx(
+            sum(1 for s in batch if s.n_supervised)
+        )
+        assert all(len(r.weights) == len(r.input_ids) == len(r.sample.loss_mask) for r in out)
+    assert sum(len(r.input_ids) for r in rows(batch, True)) <= sum(len(s.input_ids) for s in batch)
