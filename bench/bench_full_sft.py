@@ -32,8 +32,8 @@ def main(
     import torch
 
     from evals.suite import generate_suite
-    from trainers.full import FullSettings, full_steps, trajectory_schedule
-    from trainers.lora import load_backbone, run_steps
+    from trainers.full import FullSettings, full_steps
+    from trainers.lora import load_backbone, run_steps, trajectory_schedule
     from trainers.phases import build_samples
     from trainers.training import tokenizer_of
 

@@ -179,6 +179,11 @@ def _check_publishable(capability: str, opts: dict[str, Any]) -> None:
 @click.option("--shared", is_flag=True, help="Baseline: one LoRA on every phase.")
 @click.option("--sequential", is_flag=True, help="With --shared: one capability after another.")
 @click.option(
+    "--per-trajectory",
+    is_flag=True,
+    help="With --shared: each step takes --batch whole trajectories (every phase, one forward).",
+)
+@click.option(
     "--data",
     "data",
     multiple=True,
@@ -283,6 +288,7 @@ def _settings(opts: dict[str, Any], world_size: int) -> Any:
             seed=opts["seed"],
             dtype=opts["dtype"],
             batch=batch,
+            per_trajectory=opts["per_trajectory"],
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
@@ -294,8 +300,12 @@ def _check_train_options(opts: dict[str, Any]) -> None:
         missing.insert(0, "capability")
     if missing:
         raise click.UsageError("missing " + ", ".join(f"--{m}" for m in missing))
-    if opts["sequential"] and not opts["shared"]:
-        raise click.UsageError("--sequential goes with --shared")
+    for flag in ("sequential", "per_trajectory"):
+        if opts[flag] and not opts["shared"]:
+            raise click.UsageError(f"--{flag.replace('_', '-')} goes with --shared")
+    if opts["sequential"] and opts["per_trajectory"]:
+        raise click.UsageError("--sequential and --per-trajectory: steps of whole trajectories "
+                               "mix capabilities")  # fmt: skip
     if opts["do_publish"] and not opts["capability"]:
         raise click.UsageError("--publish needs --capability (the registry capability)")
 

@@ -27,10 +27,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +43,10 @@ from trainers.lora import (
     load_backbone,
     save_adapter,
     schedule,
+    trajectory_schedule,
     wrap,
 )
-from trainers.loss import masked_nll_batch
+from trainers.loss import Row, masked_nll_batch, rows
 from trainers.phases import PhaseSample
 
 logger = logging.getLogger(__name__)
@@ -93,66 +93,6 @@ def _copy_tokenizer(backbone: Path, out: Path) -> None:
     for f in backbone.iterdir():
         if f.is_file() and not f.name.endswith(WEIGHT_SUFFIXES) and f.name not in INDEX_FILES:
             shutil.copy2(f, out / f.name)
-
-
-@dataclass(frozen=True)
-class Row:
-    """One row of a forward: a sample, or the samples of one trajectory folded into the
-    longest (its mask the union of theirs), and each token's loss weight."""
-
-    sample: PhaseSample
-    weights: tuple[float, ...]
-
-    @property
-    def input_ids(self) -> tuple[int, ...]:
-        return self.sample.input_ids
-
-
-def _weights(sample: PhaseSample) -> list[float]:
-    count = max(sample.n_supervised, 1)
-    return [m / count for m in sample.loss_mask]
-
-
-def rows(batch: Sequence[PhaseSample], pack: bool) -> list[Row]:
-    """`batch` as rows whose weighted sums are the samples' per-token-mean losses, in the
-    order of their first sample; with `pack`, each sample that is a prefix of the longest of
-    its trajectory in `batch` folds into that one's row (any other keeps its own)."""
-    if not pack:
-        return [Row(s, tuple(_weights(s))) for s in batch]
-    longest: dict[str, PhaseSample] = {}
-    for s in batch:
-        top = longest.get(s.trajectory)
-        if top is None or len(s.input_ids) > len(top.input_ids):
-            longest[s.trajectory] = s
-    folded: dict[str | int, tuple[PhaseSample, list[float], list[int]]] = {}
-    for i, s in enumerate(batch):
-        top = longest[s.trajectory]
-        prefix = top.input_ids[: len(s.input_ids)] == s.input_ids
-        base = top if prefix else s
-        n = len(base.input_ids)
-        _, weights, mask = folded.setdefault(
-            s.trajectory if prefix else i, (base, [0.0] * n, [0] * n)
-        )
-        for j, (w, m) in enumerate(zip(_weights(s), s.loss_mask, strict=True)):
-            weights[j] += w
-            mask[j] |= m
-    return [Row(replace(b, loss_mask=tuple(m)), tuple(w)) for b, w, m in folded.values()]
-
-
-def trajectory_schedule(
-    samples: Sequence[PhaseSample], epochs: int, seed: int
-) -> list[PhaseSample]:
-    """Per epoch the trajectories shuffled, each one's samples together in their order."""
-    rng = random.Random(seed)
-    groups: dict[str, list[PhaseSample]] = {}
-    for s in samples:
-        groups.setdefault(s.trajectory, []).append(s)
-    order: list[PhaseSample] = []
-    for _ in range(epochs):
-        names = list(groups)
-        rng.shuffle(names)
-        order += [s for name in names for s in groups[name]]
-    return order
 
 
 def full_schedule(samples: Sequence[PhaseSample], settings: FullSettings) -> list[PhaseSample]:

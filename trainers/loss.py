@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trainers.phases import PhaseSample
 
 
-def masked_nll(model: Any, sample: PhaseSample) -> tuple[Any, int]:
+def masked_nll(
+    model: Any, sample: PhaseSample, weights: Sequence[float] | None = None
+) -> tuple[Any, int]:
     """(sum of -log p over supervised tokens, their count): token t is predicted at t-1.
 
     Only the positions that predict a supervised token go through the LM head
-    (`logits_to_keep` with indices), which saves most of the vocabulary projection.
+    (`logits_to_keep` with indices), which saves most of the vocabulary projection. With
+    `weights` (one per token), each token's -log p is multiplied by its weight first.
     """
     import torch
     import torch.nn.functional as F
@@ -24,8 +28,12 @@ def masked_nll(model: Any, sample: PhaseSample) -> tuple[Any, int]:
     if positions.numel() == 0:
         return torch.zeros((), device=device), 0
     logits = model(input_ids=ids, logits_to_keep=positions).logits[0]
-    nll = F.cross_entropy(logits.float(), ids[0, positions + 1], reduction="sum")
-    return nll, int(positions.numel())
+    if weights is None:
+        nll = F.cross_entropy(logits.float(), ids[0, positions + 1], reduction="sum")
+        return nll, int(positions.numel())
+    scale = torch.tensor(weights[1:], dtype=torch.float32, device=device)[positions]
+    token_nll = F.cross_entropy(logits.float(), ids[0, positions + 1], reduction="none")
+    return (token_nll * scale).sum(), int(positions.numel())
 
 
 def masked_nll_batch(
@@ -67,3 +75,51 @@ def masked_nll_batch(
         token_nll = token_nll * scale[rows, cols]
     nll = torch.zeros(len(samples), dtype=token_nll.dtype, device=device)
     return nll.index_add(0, rows, token_nll), counts
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a forward: a sample, or the samples of one trajectory folded into the
+    longest (its mask the union of theirs), and each token's loss weight."""
+
+    sample: PhaseSample
+    weights: tuple[float, ...]
+    samples: int = 1  # folded into it
+
+    @property
+    def input_ids(self) -> tuple[int, ...]:
+        return self.sample.input_ids
+
+
+def _weights(sample: PhaseSample) -> list[float]:
+    count = max(sample.n_supervised, 1)
+    return [m / count for m in sample.loss_mask]
+
+
+def rows(batch: Sequence[PhaseSample], pack: bool) -> list[Row]:
+    """`batch` as rows whose weighted sums are the samples' per-token-mean losses, in the
+    order of their first sample; with `pack`, each sample that is a prefix of the longest of
+    its trajectory in `batch` folds into that one's row (any other keeps its own)."""
+    if not pack:
+        return [Row(s, tuple(_weights(s))) for s in batch]
+    longest: dict[str, PhaseSample] = {}
+    for s in batch:
+        top = longest.get(s.trajectory)
+        if top is None or len(s.input_ids) > len(top.input_ids):
+            longest[s.trajectory] = s
+    folded: dict[str | int, tuple[PhaseSample, list[float], list[int]]] = {}
+    count: dict[str | int, int] = {}
+    for i, s in enumerate(batch):
+        top = longest[s.trajectory]
+        prefix = top.input_ids[: len(s.input_ids)] == s.input_ids
+        base = top if prefix else s
+        n = len(base.input_ids)
+        key = s.trajectory if prefix else i
+        _, weights, mask = folded.setdefault(key, (base, [0.0] * n, [0] * n))
+        count[key] = count.get(key, 0) + 1
+        for j, (w, m) in enumerate(zip(_weights(s), s.loss_mask, strict=True)):
+            weights[j] += w
+            mask[j] |= m
+    return [
+        Row(replace(b, loss_mask=tuple(m)), tuple(w), count[k]) for k, (b, w, m) in folded.items()
+    ]

@@ -57,6 +57,36 @@ def test_generate_writes_jsonl(tmp_path) -> None:
     ("args", "message"),
     [
         (["train", "--data", "X"], "missing --capability"),
+        (
+            [
+                "train",
+                "--capability",
+                "plan",
+                "--per-trajectory",
+                "--data",
+                "X",
+                "--backbone",
+                ".",
+                "--out",
+                "o",
+            ],
+            "--per-trajectory goes with --shared",
+        ),  # fmt: skip
+        (
+            [
+                "train",
+                "--shared",
+                "--per-trajectory",
+                "--sequential",
+                "--data",
+                "X",
+                "--backbone",
+                ".",
+                "--out",
+                "o",
+            ],
+            "steps of whole trajectories mix capabilities",
+        ),  # fmt: skip
         (["merge", "--method", "ties", "--adapter", "DIR", "--out", "o"], "no adapter_config.json"),
         (["merge", "--method", "tspa", "--adapter", "DIR", "--out", "o"], "'tspa' is not one of"),
         (
@@ -132,3 +162,15 @@ def test_merge_progress_goes_to_stderr_and_json_stdout_stays_one_document(
     assert quiet.exit_code == 0, quiet.output
     assert quiet.stderr == ""
     assert json.loads(quiet.stdout)["out"] == str(tmp_path / "quiet")
+
+
+def test_a_shared_baseline_in_steps_of_whole_trajectories(data, tiny_backbone, tmp_path) -> None:
+    out = tmp_path / "shared"
+    args = ["train", "--shared", "--per-trajectory", "--epochs", "2", "--data", str(data),
+            "--backbone", str(tiny_backbone), "--out", str(out), "--json"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.output)["losses"]) == 4  # two trajectories, two epochs
+    record = json.loads((out / "training.json").read_text())
+    assert record["settings"]["per_trajectory"] is True
+    assert record["steps"] == 4

@@ -148,8 +148,8 @@ def test_a_packed_step_is_the_unpacked_step_on_fewer_tokens(tiny_backbone: Path,
     """The samples of two trajectories in one step: one forward per trajectory (the shorter
     phases are prefixes of the longest) against one per sample: the same step loss to 1e-5
     and the same gradients to 1e-4 of the largest."""
-    from trainers.full import full_steps, rows
-    from trainers.loss import masked_nll, masked_nll_batch
+    from trainers.full import full_steps
+    from trainers.loss import masked_nll, masked_nll_batch, rows
 
     batch, n = list(samples), len(samples)
     assert len({s.trajectory for s in batch}) == 2
@@ -178,7 +178,7 @@ def test_a_packed_step_is_the_unpacked_step_on_fewer_tokens(tiny_backbone: Path,
 def test_packed_full_sft_keeps_each_trajectory_in_its_step(
     tiny_backbone: Path, tmp_path: Path, samples
 ) -> None:
-    from trainers.full import trajectory_schedule
+    from trainers.lora import trajectory_schedule
 
     order = trajectory_schedule(samples, epochs=2, seed=0)
     assert sorted(map(id, order)) == sorted(map(id, [*samples, *samples]))
@@ -214,7 +214,7 @@ def _nll(ids: tuple[int, ...]) -> float:
 def test_packed_rows_give_every_samples_mean_loss(specs) -> None:
     """Whatever folds into what, the rows' weighted sums of a causal model's per-token losses
     are the samples' per-token means added up, on no more tokens than a forward each."""
-    from trainers.full import rows
+    from trainers.loss import rows
     from trainers.phases import PhaseSample
 
     batch = []

@@ -173,3 +173,30 @@ def test_bad_frozen_adapters_are_refused_before_loading(
                 frozen=bad,
             )
     assert not (tmp_path / "o").exists()
+
+
+def test_a_shared_lora_in_steps_of_whole_trajectories(tiny_backbone: Path, tokenizer) -> None:
+    """`per_trajectory`: a step per trajectory (every phase of it, one forward), the same
+    losses as the samples one forward each in the same steps (to 1e-5, two steps)."""
+    from dataclasses import replace
+
+    from trainers.errors import AdapterSpecError
+    from trainers.lora import batches, freeze_all_but, load_backbone, run_steps, wrap
+
+    samples = build_samples(short(generate(2, seed=1)), tokenizer, None)
+    settings = LoraSettings(rank=4, alpha=8, lr=1e-2, epochs=2, seed=0, per_trajectory=True)
+    steps = batches(samples, settings)
+    assert [len({s.trajectory for s in step}) for step in steps] == [1, 1, 1, 1]
+    assert sorted(len(step) for step in steps) == [3, 3, 3, 3]  # every phase of it
+    assert len(batches(samples, replace(settings, batch=2))) == 2
+    with pytest.raises(AdapterSpecError, match="not sequential"):
+        batches(samples, settings, sequential=["plan", "write"])
+
+    def trained(pack: bool) -> list[float]:
+        model = wrap(load_backbone(tiny_backbone), "shared", settings, None)
+        params = freeze_all_but(model, "shared")
+        losses, seen = run_steps(model, params, steps[:2], settings.lr, None, pack=pack)
+        assert seen == [6]
+        return losses
+
+    assert trained(pack=True) == pytest.approx(trained(pack=False), rel=1e-5)
