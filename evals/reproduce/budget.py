@@ -144,13 +144,14 @@ def counts(suite: Any, tokenizer: Any, sizes: Sizes) -> Counts:
 
     phases = sum(lengths("train", c) for c in ("plan", "search", "code", "write"))
     dev_write = lengths("dev", "write")
+    per_trajectory = [build_samples([t], tokenizer) for t in suite.trajectories["train"]]
+    longest = sum(max((len(s.input_ids) for s in ss), default=0) for ss in per_trajectory)
     lora = (
         sizes.epochs * phases
         + sizes.epochs * dev_write  # write -> write++
         + sizes.bad_epochs * dev_write  # write++ -> write-bad
-        + sizes.shared_epochs * lengths("train")  # the Single LoRA
+        + sizes.shared_epochs * longest  # the Single LoRA: a forward per trajectory
     )
-    per_trajectory = [build_samples([t], tokenizer) for t in suite.trajectories["train"]]
     n = max(1, len(per_trajectory))
     prefill = sum(len(s.input_ids) for ss in per_trajectory for s in ss) / n
     generated = sum(sum(s.loss_mask) for ss in per_trajectory for s in ss) / n
@@ -171,7 +172,8 @@ def full_sft_tokens(samples: Sequence[Any], sizes: Sizes, max_tokens: int | None
     `full_batch`, each step's samples packed and cut into forwards as `trainers.full` does
     it for `build_full` (a trajectory's samples share one forward; at most `max_tokens`
     padded tokens a forward, default: `FullSettings`'s)."""
-    from trainers.full import FullSettings, forwards, full_schedule, rows
+    from trainers.full import FullSettings, forwards, full_schedule
+    from trainers.loss import rows
 
     settings = FullSettings(epochs=sizes.full_epochs, seed=sizes.seed, pack=True)
     order = full_schedule(samples, settings)

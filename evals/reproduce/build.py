@@ -22,7 +22,7 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -155,8 +155,10 @@ class Builder:
         epochs: int,
         init: Path | None = None,
         rank: int | None = None,
+        per_trajectory: bool = False,
     ) -> Path:
         settings = lora_settings(self.sizes, lr, epochs, rank)
+        settings = replace(settings, per_trajectory=per_trajectory)
         inputs = {
             "what": "train",
             "capability": capability,
@@ -236,7 +238,7 @@ def build_baselines(b: Builder) -> Built:
         b.merge(name, MERGE_METHOD[name], phases, [1.0] * len(phases))
     b.train(
         "shared", built.data["train"], capability=None, lr=sizes.lr, epochs=sizes.shared_epochs,
-        rank=sizes.shared_rank,
+        rank=sizes.shared_rank, per_trajectory=True,
     )  # fmt: skip
     return built
 
