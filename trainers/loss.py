@@ -92,8 +92,9 @@ class Row:
 
 
 def _weights(sample: PhaseSample) -> list[float]:
-    count = max(sample.n_supervised, 1)
-    return [m / count for m in sample.loss_mask]
+    """1/count on the tokens `masked_nll` scores (a first token has nothing to predict it)."""
+    count = max(sum(sample.loss_mask[1:]), 1)
+    return [0.0, *(m / count for m in sample.loss_mask[1:])][: len(sample.loss_mask)]
 
 
 def rows(batch: Sequence[PhaseSample], pack: bool) -> list[Row]:

@@ -222,23 +222,20 @@ def test_packed_rows_give_every_samples_mean_loss(specs) -> None:
         ids = tuple(range(100, 100 + n)) if name == "a" else tuple(range(200, 200 + n))
         if not prefix:
             ids = (*ids[:-1], 1000 + i)
-        mask = (0, *(int(b) for b in bits[1:n]))
+        mask = tuple(int(b) for b in bits[:n])  # a first token's bit counts for nothing
         batch.append(PhaseSample(name, "write", i, ids, mask))
 
     def losses(sample: PhaseSample, weights: tuple[float, ...]) -> float:
         ids = sample.input_ids
         return sum(w * _nll(ids[: j + 1]) for j, w in enumerate(weights) if w)
 
-    expected = sum(
-        sum(_nll(s.input_ids[: j + 1]) for j, m in enumerate(s.loss_mask) if m) / s.n_supervised
-        for s in batch
-        if s.n_supervised
-    )
+    scored = [(s, [j for j, m in enumerate(s.loss_mask) if m and j]) for s in batch]
+    expected = sum(sum(_nll(s.input_ids[: j + 1]) for j in js) / len(js) for s, js in scored if js)
     for pack in (False, True):
         out = rows(batch, pack)
         assert sum(losses(r.sample, r.weights) for r in out) == pytest.approx(expected)
         assert sum(map(sum, (r.weights for r in out))) == pytest.approx(
-            sum(1 for s in batch if s.n_supervised)
+            sum(1 for _, js in scored if js)
         )
         assert all(len(r.weights) == len(r.input_ids) == len(r.sample.loss_mask) for r in out)
     assert sum(len(r.input_ids) for r in rows(batch, True)) <= sum(len(s.input_ids) for s in batch)
