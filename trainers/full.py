@@ -106,13 +106,13 @@ def forwards(batch: Sequence[Row], max_tokens: int) -> list[list[Row]]:
     """`batch` in order, cut into padded forwards of at most `max_tokens` (rows x longest);
     a row longer than that goes alone."""
     out: list[list[Row]] = []
-    for sample in batch:
+    for row in batch:
         last = out[-1] if out else None
-        width = max([len(sample.input_ids), *(len(s.input_ids) for s in last or [])])
+        width = max([len(row.input_ids), *(len(r.input_ids) for r in last or [])])
         if last is not None and width * (len(last) + 1) <= max_tokens:
-            last.append(sample)
+            last.append(row)
         else:
-            out.append([sample])
+            out.append([row])
     return out
 
 

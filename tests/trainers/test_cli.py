@@ -58,35 +58,13 @@ def test_generate_writes_jsonl(tmp_path) -> None:
     [
         (["train", "--data", "X"], "missing --capability"),
         (
-            [
-                "train",
-                "--capability",
-                "plan",
-                "--per-trajectory",
-                "--data",
-                "X",
-                "--backbone",
-                ".",
-                "--out",
-                "o",
-            ],
+            "train --capability plan --per-trajectory --data X --backbone . --out o".split(),
             "--per-trajectory goes with --shared",
-        ),  # fmt: skip
+        ),
         (
-            [
-                "train",
-                "--shared",
-                "--per-trajectory",
-                "--sequential",
-                "--data",
-                "X",
-                "--backbone",
-                ".",
-                "--out",
-                "o",
-            ],
+            "train --shared --per-trajectory --sequential --data X --backbone . --out o".split(),
             "steps of whole trajectories mix capabilities",
-        ),  # fmt: skip
+        ),
         (["merge", "--method", "ties", "--adapter", "DIR", "--out", "o"], "no adapter_config.json"),
         (["merge", "--method", "tspa", "--adapter", "DIR", "--out", "o"], "'tspa' is not one of"),
         (
