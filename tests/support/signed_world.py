@@ -232,26 +232,45 @@ def followers(
         client.close()
 
 
-def eventually(check: Callable[[], bool], timeout: float = 20.0) -> float:
-    """Seconds until `check()` held."""
+def eventually(
+    check: Callable[[], bool], timeout: float = 20.0, state: Callable[[], str] | None = None
+) -> float:
+    """Seconds until `check()` held; past `timeout` the assertion says `state()`."""
     start = time.monotonic()
     while not check():
-        assert time.monotonic() - start < timeout, "condition not met in time"
+        waited = time.monotonic() - start
+        assert waited < timeout, f"not met in {waited:.1f} s" + (f": {state()}" if state else "")
         time.sleep(0.05)
     return time.monotonic() - start
 
 
+# A breach written to the database sends no notification: the registry's channel cache
+# answers with the old head for up to its TTL (5 s) before a node hears of it, and a loaded
+# CI machine has taken past 20 s for the rest.
+REFUSAL_S = 60.0
+
+
 def refused(world: World, follower: ChannelFollower, revision: int, served: int) -> str:
     """Wait until the node heard of `revision` and refused it; it still serves `served`."""
-    eventually(lambda: (follower.head or 0) >= revision and "not trusted" in follower.last_error)
+
+    def node_row() -> dict[str, Any]:
+        return {n["id"]: n for n in world.admin.list_nodes()}[follower.node_id]
+
+    def state() -> str:
+        return f"head {follower.head}, serving {follower.revision}: {follower.last_error!r}"
+
+    eventually(
+        lambda: (follower.head or 0) >= revision and "not trusted" in follower.last_error,
+        REFUSAL_S,
+        state,
+    )
     assert follower.revision == served
     assert follower.engine.audit().ok
-    row = {n["id"]: n for n in world.admin.list_nodes()}[follower.node_id]
+    row = node_row()
     eventually(
-        lambda: (
-            "not trusted"
-            in {n["id"]: n for n in world.admin.list_nodes()}[follower.node_id]["audit"]["detail"]
-        )
+        lambda: "not trusted" in node_row()["audit"]["detail"],
+        REFUSAL_S,
+        lambda: f"{state()}; the registry's row: {node_row()['audit']}",
     )
     assert row["revision"] == served
     return follower.last_error
