@@ -28,7 +28,9 @@ from storage import (
     DigestMismatchError,
     InvalidDigestError,
     LocalBlobStore,
+    StoreUnavailableError,
     UnknownStoreError,
+    check_store,
     manifest_of_file,
     manifest_of_stream,
     open_store,
@@ -251,6 +253,25 @@ def test_open_store_reopens_the_same_store(case: StoreCase) -> None:
     again = open_store(case.store.url, **({"endpoint_url": case.store.endpoint_url} if s3 else {}))
     assert type(again) is type(case.store)
     assert again.get(digest) == b"hello"
+
+
+def test_each_s3_store_finds_its_own_credentials(
+    s3_store_url: str, s3_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stores share botocore's data loader, never credentials: a store opened after they
+    are gone has none, and one opened before still works."""
+    before = open_store(s3_store_url, endpoint_url=s3_server)
+    check_store(before)
+    nowhere = str(tmp_path / "none")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    for name in ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+        monkeypatch.setenv(name, nowhere)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    after = open_store(s3_store_url, endpoint_url=s3_server)
+    with pytest.raises(StoreUnavailableError, match="no S3 credentials"):
+        check_store(after)
+    check_store(before)
 
 
 def test_manifest_of_a_stored_safetensors_blob(case: StoreCase, tmp_path: Path) -> None:
