@@ -94,7 +94,7 @@ class Row:
 def _weights(sample: PhaseSample) -> list[float]:
     """1/count on the tokens `masked_nll` scores (a first token has nothing to predict it)."""
     count = max(sum(sample.loss_mask[1:]), 1)
-    return [0.0, *(m / count for m in sample.loss_mask[1:])][: len(sample.loss_mask)]
+    return [m / count if j else 0.0 for j, m in enumerate(sample.loss_mask)]
 
 
 def rows(batch: Sequence[PhaseSample], pack: bool) -> list[Row]:

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -87,8 +86,8 @@ def test_a_frozen_registry_makes_the_node_stale(
     client.frozen = client.channel_timestamp(channel)  # no new timestamp from now on
     eventually(lambda: node.status().stale, timeout=TIMESTAMP_EXPIRY_S + 10)
     assert "expired" in node.status().detail, node.status().detail
-    eventually(lambda: _row(signed_world, "node-frozen")["stale"])
-    assert "expired" in _row(signed_world, "node-frozen")["audit"]["detail"]
+    eventually(lambda: signed_world.node_row("node-frozen")["stale"])
+    assert "expired" in signed_world.node_row("node-frozen")["audit"]["detail"]
     listed = _weact_nodes(signed_world, tmp_path)
     (line,) = [row for row in listed.splitlines() if "node-frozen" in row]
     assert "stale" in line, listed
@@ -140,10 +139,6 @@ def test_after_rotation_the_old_keys_revision_signatures_stop_counting(
     rotated.verify(old)
     with pytest.raises(UntrustedError, match="1 of 2 approver signature.* of the revision"):
         signed_follow(channel, "node-after", rotated)
-
-
-def _row(signed_world: World, node_id: str) -> dict[str, Any]:
-    return {n["id"]: n for n in signed_world.admin.list_nodes()}[node_id]
 
 
 def _weact_nodes(signed_world: World, cwd: Path) -> str:

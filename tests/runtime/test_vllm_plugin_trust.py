@@ -20,7 +20,6 @@ import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -74,12 +73,8 @@ def publish(signed_world: World, backbone: Path, tmp_path: Path, seed: int) -> A
     return adapter
 
 
-def node_row(signed_world: World, node_id: str) -> dict[str, Any]:
-    return dict({n["id"]: n for n in signed_world.admin.list_nodes()}[node_id])
-
-
 def node_detail(signed_world: World, node_id: str) -> str:
-    return str(node_row(signed_world, node_id)["audit"]["detail"])
+    return str(signed_world.node_row(node_id)["audit"]["detail"])
 
 
 def plugin_follower(
@@ -224,17 +219,17 @@ def test_a_frozen_registry_makes_the_heartbeat_stale(
     try:
         eventually(lambda: "vllm-frozen" in {n["id"] for n in signed_world.admin.list_nodes()})
         assert trust.frozen() == ""
-        assert node_row(signed_world, "vllm-frozen")["stale"] is False
+        assert signed_world.node_row("vllm-frozen")["stale"] is False
 
         client.frozen = client.channel_timestamp("prod")  # no new timestamp from now on
-        eventually(lambda: node_row(signed_world, "vllm-frozen")["stale"], TIMESTAMP_EXPIRY_S + 10)
+        eventually(lambda: signed_world.node_row("vllm-frozen")["stale"], TIMESTAMP_EXPIRY_S + 10)
         detail = node_detail(signed_world, "vllm-frozen")
         stale = detail.partition("; stale: ")[2]
         assert "expired" in stale, detail
         assert "expired" in trust.frozen()
 
         client.frozen = None  # the registry signs again
-        eventually(lambda: not node_row(signed_world, "vllm-frozen")["stale"])
+        eventually(lambda: not signed_world.node_row("vllm-frozen")["stale"])
         assert "stale" not in node_detail(signed_world, "vllm-frozen")
     finally:
         follower.stop()

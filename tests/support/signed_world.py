@@ -111,6 +111,10 @@ class World:
     def node(self) -> RegistryClient:
         return self.breached_node()
 
+    def node_row(self, node_id: str) -> dict[str, Any]:
+        """What the registry lists for node `node_id` (its heartbeat, audit and revision)."""
+        return dict({n["id"]: n for n in self.admin.list_nodes()}[node_id])
+
     def breached_node(self) -> BreachedClient:
         token = self.admin.create_token(name="nodes", role="node")["token"]
         return BreachedClient(self.server.url, token)
@@ -253,9 +257,6 @@ REFUSAL_S = 60.0
 def refused(world: World, follower: ChannelFollower, revision: int, served: int) -> str:
     """Wait until the node heard of `revision` and refused it; it still serves `served`."""
 
-    def node_row() -> dict[str, Any]:
-        return {n["id"]: n for n in world.admin.list_nodes()}[follower.node_id]
-
     def state() -> str:
         return f"head {follower.head}, serving {follower.revision}: {follower.last_error!r}"
 
@@ -266,11 +267,11 @@ def refused(world: World, follower: ChannelFollower, revision: int, served: int)
     )
     assert follower.revision == served
     assert follower.engine.audit().ok
-    row = node_row()
+    row = world.node_row(follower.node_id)
     eventually(
-        lambda: "not trusted" in node_row()["audit"]["detail"],
+        lambda: "not trusted" in world.node_row(follower.node_id)["audit"]["detail"],
         REFUSAL_S,
-        lambda: f"{state()}; the registry's row: {node_row()['audit']}",
+        lambda: f"{state()}; the registry's row: {world.node_row(follower.node_id)['audit']}",
     )
     assert row["revision"] == served
     return follower.last_error
