@@ -96,6 +96,17 @@ def node_id_for_node_tokens(schema: dict[str, Any]) -> None:
     schema["then"] = {"properties": {"node_id": {"type": "null"}}}
 
 
+def one_subject(schema: dict[str, Any]) -> None:
+    """EvaluationCreate's schema: NUL-free strings, and exactly one of ``library_digest`` and
+    ``adapter_id`` given (null is not given), as the registry requires."""
+    nul_free_strings(schema)
+    digest = "library_digest"
+    schema["oneOf"] = [
+        {"required": [digest], "properties": {digest: {"type": "string", "pattern": SHA256}}},
+        {"required": ["adapter_id"], "properties": {"adapter_id": {"type": "integer"}}},
+    ]
+
+
 class In(BaseModel):
     """Request bodies: unknown fields and NUL characters are refused."""
 

@@ -18,10 +18,9 @@ from registry.api.schema_types import (
     Sha256Str,
     Tags,
     node_id_for_node_tokens,
+    one_subject,
 )
-from registry.api.schema_types import (
-    In as In,  # re-exported: the routes build on them
-)
+from registry.api.schema_types import In as In  # re-exported: the routes build on them
 from registry.domain import AdapterState, NodeStatus, Role
 
 MAX_DB_INT = 2**31 - 1
@@ -227,6 +226,7 @@ class EvaluationProvenance(In):
 
 
 class EvaluationCreate(In):
+    model_config = ConfigDict(json_schema_extra=one_subject)
     benchmark: str = Field(max_length=128)
     benchmark_version: DbId
     library_digest: Sha256Str | None = None

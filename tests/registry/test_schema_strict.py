@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from harness import Harness, World
+from jsonschema import Draft202012Validator
 
 from registry.api.schema_types import NUL_FREE, TAG_FILTER
 from registry.names import NODE_ID_RE
@@ -93,3 +94,26 @@ def test_a_backbone_too_big_to_count_is_422_not_500(api: Harness) -> None:
     detail = api.fails(422, "invalid", "POST", "/backbones",
                        json={"name": "huge", "manifest": {"tensors": big}})  # fmt: skip
     assert "parameters" in detail
+
+
+def test_an_evaluation_names_exactly_one_subject_in_the_document_as_in_the_api(
+    world: World,
+) -> None:
+    """The rule ``give exactly one of library_digest and adapter_id`` is the document's too
+    (schemathesis found a body valid by the document refused with 422 before it was)."""
+    api = world.api
+    document = api.client.get("/openapi.json").json()
+    validator = Draft202012Validator(
+        {"$ref": "#/components/schemas/EvaluationCreate", "components": document["components"]}
+    )
+    adapter = world.adapter("write", seed=1)
+    api.ok("POST", "/benchmarks", json={"name": "b", "version": 1, "dataset_digest": "d" * 64,
+           "scope": "write", "metric": "m", "direction": "higher", "tolerance": 0})  # fmt: skip
+    base = {"benchmark": "b", "benchmark_version": 1, "score": 0.5, "n": 1}
+    subjects = {"library_digest": "0" * 64, "adapter_id": adapter["id"]}
+    for given in ({}, subjects, {"library_digest": None, "adapter_id": None}):
+        body = {**base, **given}
+        assert not validator.is_valid(body), body
+        api.fails(422, "invalid", "POST", "/evaluations", "evaluator", json=body)
+    for key, value in subjects.items():
+        assert validator.is_valid({**base, key: value, "items_digest": None})
