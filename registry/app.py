@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from registry.api.app import create_api_app
 from registry.db.session import Database
 from registry.settings import Settings
-from registry.web import install_web
+from registry.web import ROUTES as PAGES
 
 # The factory uvicorn imports in each worker process (`registry.api.serving.serve_workers`).
 APP_FACTORY = "registry.app:app_from_environment"
@@ -50,9 +50,7 @@ def prepare(settings: Settings) -> str:
 def create_app(settings: Settings, *, database: Database | None = None) -> FastAPI:
     """The registry (API at ``/v1``, pages at ``/``) over ``settings``; an existing
     ``Database`` may be shared."""
-    app = create_api_app(settings, database=database)
-    install_web(app)
-    return app
+    return create_api_app(settings, database=database, routes=PAGES)
 
 
 def app_from_environment() -> FastAPI:

@@ -11,11 +11,11 @@ database (``registry.api.pgbus``) from startup to shutdown.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from functools import cache
 
-from fastapi import APIRouter, FastAPI
+from fastapi import FastAPI
+from starlette.routing import BaseRoute
 
 from registry.api.deps import AppState
 from registry.api.errors import install_error_handlers
@@ -71,18 +71,11 @@ ROUTERS = (
 )
 
 
-@cache
-def api_router() -> APIRouter:
-    """Every route at ``/v1``, assembled once per process and shared by its apps.
-
-    Routes hold no state (they reach it through ``request.app.state.weact``); assembling
-    them (FastAPI's dependants and response models) costs about 0.1 s of CPU, which each
-    app paid again: each test's app, for one.
-    """
-    api = APIRouter(prefix="/v1")
-    for module in ROUTERS:
-        api.include_router(module.router)
-    return api
+# Every route at ``/v1``, as its module made it. An app lists them and re-derives nothing:
+# `app.include_router` made each app derive every route again (FastAPI's dependants and
+# response models, about 0.1 s of CPU) on its first request, which every test's app paid.
+# Routes hold no state: they reach it through ``request.app.state.weact``.
+API_ROUTES: tuple[BaseRoute, ...] = tuple(route for m in ROUTERS for route in m.router.routes)
 
 
 def open_blob_store(settings: Settings) -> BlobStore:
@@ -101,8 +94,11 @@ def render_revision(revision: Revision) -> bytes:
     return RevisionPublic.model_validate(revision).model_dump_json().encode()
 
 
-def create_api_app(settings: Settings, *, database: Database | None = None) -> FastAPI:
-    """The registry API over ``settings`` (an existing ``Database`` may be shared)."""
+def create_api_app(
+    settings: Settings, *, database: Database | None = None, routes: Sequence[BaseRoute] = ()
+) -> FastAPI:
+    """The registry API over ``settings`` (an existing ``Database`` may be shared), with
+    ``routes`` served after its own (the composition root passes the pages)."""
     db = database or Database(
         settings.database_url, lock_timeout_s=settings.database_lock_timeout_s
     )
@@ -149,9 +145,10 @@ def create_api_app(settings: Settings, *, database: Database | None = None) -> F
         if owns_db:
             state.db.dispose()
 
-    app = FastAPI(title="WeAct registry", version="1", lifespan=lifespan)
+    app = FastAPI(
+        title="WeAct registry", version="1", lifespan=lifespan, routes=[*API_ROUTES, *routes]
+    )
     app.state.weact = state
-    app.include_router(api_router())
     install_error_handlers(app)
     app.add_middleware(
         BodyLimitMiddleware,

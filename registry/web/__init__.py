@@ -10,26 +10,15 @@ defence of the forms, ``registry.web.pages`` and ``registry.web.actions`` for th
 
 from __future__ import annotations
 
-from functools import cache
-
-from fastapi import APIRouter, FastAPI
+from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from registry.web import actions, explore, pages, signin
 from registry.web.render import STATIC
 
-
-@cache
-def web_router() -> APIRouter:
-    """Every page, assembled once per process and shared by its apps (as
-    ``registry.api.app.api_router``: the pages reach their state through the request)."""
-    router = APIRouter()
-    for module in (signin, explore, pages, actions):
-        router.include_router(module.router)
-    return router
-
-
-def install_web(app: FastAPI) -> None:
-    """Serve the pages at ``/`` and their static files at ``/static`` on ``app``."""
-    app.include_router(web_router())
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+# Every page and the static files at ``/static``, made once per process and listed by each
+# app (as ``registry.api.app.API_ROUTES``: the pages reach their state through the request).
+ROUTES: tuple[BaseRoute, ...] = (
+    *(route for module in (signin, explore, pages, actions) for route in module.router.routes),
+    Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+)

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 from factories import backbone_manifest_json, write_backbone
 from harness import Harness, World
+
+from registry.api.app import API_ROUTES
+from registry.app import create_app
+from registry.settings import Settings
+from registry.web import ROUTES as PAGES
 
 
 def test_healthz_needs_no_token_and_metrics_a_token(api: Harness) -> None:
@@ -95,3 +101,16 @@ def test_openapi_lists_every_resource(sqlite_api: Harness) -> None:
     ):
         assert path in paths
     assert "HTTPBearer" in spec["components"]["securitySchemes"]
+
+
+def test_apps_list_the_routes_their_modules_made(api: Harness, tmp_path: Path) -> None:
+    """Each app serves the very route objects of `API_ROUTES` and the pages' `ROUTES`, so
+    none derives a route again (FastAPI's `include_router` made every app re-derive every
+    route, dependants and response models, on its first request)."""
+    other = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'other.db'}",
+                                store_url=str(tmp_path / "other")))  # fmt: skip
+    made = [*API_ROUTES, *PAGES]
+    for app in (api.client.app, other):
+        served = [route for route in app.routes if route in made]
+        assert [id(route) for route in served] == [id(route) for route in made]
+    assert api.ok("GET", "/healthz", None) == {"status": "ok"}

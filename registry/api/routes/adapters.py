@@ -9,6 +9,7 @@ from pydantic import Field
 
 from registry.api.deps import Approver, Publisher, Reader, StateDep
 from registry.api.responses import READ, errors
+from registry.api.routes import PREFIX
 from registry.api.schema_types import TagFilter, TagKey, Tags
 from registry.api.schemas import (
     MAX_DB_INT,
@@ -34,7 +35,7 @@ from registry.services import (
     trust_roots,
 )
 
-router = APIRouter(tags=["adapters"])
+router = APIRouter(prefix=PREFIX, tags=["adapters"])
 
 DECISION = errors(404, 401, 403, 409, 413, 422)
 AdapterId = Annotated[int, Path(ge=1, le=MAX_DB_INT)]

@@ -6,11 +6,12 @@ from fastapi import APIRouter
 
 from registry.api.deps import Admin, Reader, StateDep
 from registry.api.responses import READ, errors
+from registry.api.routes import PREFIX
 from registry.api.schemas import BackboneCreate, BackbonePublic
 from registry.domain import Backbone
 from registry.services import backbones
 
-router = APIRouter(tags=["backbones"])
+router = APIRouter(prefix=PREFIX, tags=["backbones"])
 
 
 @router.post(

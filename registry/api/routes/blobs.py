@@ -12,12 +12,13 @@ from starlette.concurrency import run_in_threadpool
 from registry.api.deps import Publisher, Reader, StateDep
 from registry.api.paths import Sha256
 from registry.api.responses import READ, errors
+from registry.api.routes import PREFIX
 from registry.api.schemas import BlobPublic
 from registry.domain import Principal
 from registry.errors import DigestMismatchError
 from registry.services import blobs
 
-router = APIRouter(tags=["blobs"])
+router = APIRouter(prefix=PREFIX, tags=["blobs"])
 
 BINARY = {"schema": {"type": "string", "format": "binary"}}
 PUT_BODY = {"requestBody": {"required": True, "content": {"application/octet-stream": BINARY}}}

@@ -7,11 +7,12 @@ from fastapi import APIRouter
 from registry.api.deps import Admin, Reader, StateDep
 from registry.api.paths import CapabilityName
 from registry.api.responses import READ, errors
+from registry.api.routes import PREFIX
 from registry.api.schemas import CapabilityCreate, CapabilityPublic
 from registry.domain import Capability
 from registry.services import capabilities
 
-router = APIRouter(tags=["capabilities"])
+router = APIRouter(prefix=PREFIX, tags=["capabilities"])
 
 
 @router.post(

@@ -10,12 +10,13 @@ from fastapi import APIRouter, Path
 from registry.api.deps import Approver, Reader, StateDep
 from registry.api.paths import ChannelName
 from registry.api.responses import READ, errors
+from registry.api.routes import PREFIX
 from registry.api.schemas import MAX_DB_INT, In, Out
 from registry.names import check_name
 from registry.services import channel_trust, trust_roots
 from registry.services.revisions import get_revision
 
-router = APIRouter(tags=["channels"])
+router = APIRouter(prefix=PREFIX, tags=["channels"])
 
 RevisionNumber = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
 

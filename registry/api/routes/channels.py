@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from registry.api.deps import Approver, Reader, StateDep
 from registry.api.paths import ChannelName
 from registry.api.responses import READ, errors
+from registry.api.routes import PREFIX
 from registry.api.schemas import (
     MAX_DB_INT,
     GateReportPublic,
@@ -26,7 +27,7 @@ from registry.names import check_name
 from registry.services import channels, gate_requirements
 from registry.services.read_cache import ChannelHead, etag_of, revisions_named
 
-router = APIRouter(tags=["channels"])
+router = APIRouter(prefix=PREFIX, tags=["channels"])
 
 
 def _head_response(head: ChannelHead, if_none_match: str | None) -> Response:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Path
 
 from registry.api.deps import Approver, Evaluator, Reader, StateDep
 from registry.api.responses import READ, errors
+from registry.api.routes import PREFIX
 from registry.api.schemas import (
     MAX_DB_INT,
     BenchmarkCreate,
@@ -19,7 +20,7 @@ from registry.api.schemas import (
 from registry.domain import Benchmark, Evaluation
 from registry.services import evaluations
 
-router = APIRouter(tags=["benchmarks"])
+router = APIRouter(prefix=PREFIX, tags=["benchmarks"])
 EvaluationId = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
 
 

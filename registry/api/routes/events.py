@@ -8,11 +8,12 @@ from fastapi import APIRouter, Query
 
 from registry.api.deps import Reader, StateDep
 from registry.api.responses import READ, errors
+from registry.api.routes import PREFIX
 from registry.api.schemas import MAX_DB_INT, EventPublic, VerifyPublic
 from registry.domain import Event, VerifyReport
 from registry.services import events
 
-router = APIRouter(tags=["events"])
+router = APIRouter(prefix=PREFIX, tags=["events"])
 
 
 @router.get("/events", response_model=list[EventPublic], responses=errors(*READ))

@@ -11,10 +11,11 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from registry.api.deps import StateDep, bearer, get_principal
 from registry.api.responses import READ, errors
+from registry.api.routes import PREFIX
 from registry.api.schemas import Health
 from registry.auth import Permission, authorize
 
-router = APIRouter(tags=["health"])
+router = APIRouter(prefix=PREFIX, tags=["health"])
 
 
 @router.get("/healthz", response_model=Health, responses=errors(413))

@@ -10,12 +10,13 @@ from pydantic import Field
 from registry.api.deps import Admin, NodeRole, Reader, StateDep
 from registry.api.paths import NodeId
 from registry.api.responses import READ, errors
+from registry.api.routes import PREFIX
 from registry.api.schemas import MAX_DB_INT, EventPublic, HeartbeatIn, In, NodePublic, TokenPublic
 from registry.domain import Event, TokenInfo
 from registry.services import fleet_health, heartbeats
 from registry.services.tokens import rebind_node
 
-router = APIRouter(tags=["nodes"])
+router = APIRouter(prefix=PREFIX, tags=["nodes"])
 
 
 class NodeEventIn(In):

@@ -9,11 +9,12 @@ from fastapi import APIRouter, Path
 
 from registry.api.deps import Reader, StateDep
 from registry.api.responses import READ, errors
+from registry.api.routes import PREFIX
 from registry.api.schema_types import JsonObject
 from registry.api.schemas import MAX_DB_INT, In, Out
 from registry.services import signatures, trust_roots
 
-router = APIRouter(tags=["signatures"])
+router = APIRouter(prefix=PREFIX, tags=["signatures"])
 
 AdapterId = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
 

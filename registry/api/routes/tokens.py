@@ -8,11 +8,12 @@ from fastapi import APIRouter, Path
 
 from registry.api.deps import Admin, StateDep
 from registry.api.responses import errors
+from registry.api.routes import PREFIX
 from registry.api.schemas import MAX_DB_INT, TokenCreate, TokenCreated, TokenPublic
 from registry.domain import TokenInfo
 from registry.services.tokens import create_token, list_tokens, revoke_token
 
-router = APIRouter(tags=["tokens"])
+router = APIRouter(prefix=PREFIX, tags=["tokens"])
 TokenId = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
 
 

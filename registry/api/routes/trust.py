@@ -14,10 +14,11 @@ from fastapi import APIRouter, Query, Response
 
 from registry.api.deps import Admin, Reader, StateDep
 from registry.api.responses import READ, errors
+from registry.api.routes import PREFIX
 from registry.api.schemas import MAX_DB_INT, In, Out
 from registry.services import trust_roots
 
-router = APIRouter(tags=["trust"])
+router = APIRouter(prefix=PREFIX, tags=["trust"])
 
 
 class RootSummary(Out):
