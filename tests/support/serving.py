@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from registry.api.serving import KEEP_ALIVE_S
+
 
 def stop_accepting(listener: socket.socket, thread: threading.Thread) -> None:
     """Shut `listener` down (which wakes `thread` blocked in its `accept`), join `thread`,
@@ -44,10 +46,14 @@ def serve(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
         sock.bind((host, 0))
         port = sock.getsockname()[1]
     # A client's open long poll would hold a graceful shutdown for its whole wait (20 s at
-    # a module's teardown, seen): after 1 s the requests still running are cancelled.
+    # a module's teardown, seen): after 1 s the requests still running are cancelled. Idle
+    # connections are kept as `weact serve` keeps them: with uvicorn's 5 s, a client reusing
+    # one after 5 s idle lost the race (a blob PUT got "server disconnected without sending
+    # a response", with 3 test workers on 2 cores).
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
-    )
+        app, host=host, port=port, log_level="warning", lifespan="on",
+        timeout_graceful_shutdown=1, timeout_keep_alive=KEEP_ALIVE_S,
+    )  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
