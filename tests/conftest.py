@@ -25,9 +25,9 @@ from hypothesis import settings
 
 pytest_plugins = ["support.fixtures"]
 
-# pytest-xdist runs one worker per core: torch's default (one thread per core in every worker
-# and in every child a test starts) oversubscribes the cores and its threads spin waiting for
-# each other. Set before torch is imported; children inherit it. Measured on the torch-heavy
+# pytest-xdist runs a worker per core or more: torch's default (one thread per core in every
+# worker and in every child a test starts) oversubscribes the cores and its threads spin waiting
+# for each other. Set before torch is imported; children inherit it. Measured on the torch-heavy
 # tests, 2 workers on 2 cores: 67 -> 55 s wall, 108 -> 79 CPU-s (docs/benchmarks.md).
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     _cores = len(os.sched_getaffinity(0))
