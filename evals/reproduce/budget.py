@@ -175,7 +175,7 @@ def full_sft_tokens(samples: Sequence[Any], sizes: Sizes, max_tokens: int | None
     from trainers.full import FullSettings, forwards, full_schedule
     from trainers.loss import rows
 
-    settings = FullSettings(epochs=sizes.full_epochs, seed=sizes.seed, pack=True)
+    settings = FullSettings(epochs=sizes.full_epochs, seed=sizes.train_seed, pack=True)
     order = full_schedule(samples, settings)
     limit = settings.max_tokens if max_tokens is None else max_tokens
     size = sizes.full_batch

@@ -104,7 +104,7 @@ def lora_settings(sizes: Sizes, lr: float, epochs: int, rank: int | None = None)
     rank = sizes.rank if rank is None else rank
     alpha = round(sizes.alpha * math.sqrt(rank / sizes.rank))
     return LoraSettings(
-        rank=rank, alpha=alpha, lr=lr, epochs=epochs, seed=sizes.seed, dtype=sizes.train_dtype
+        rank=rank, alpha=alpha, lr=lr, epochs=epochs, seed=sizes.train_seed, dtype=sizes.train_dtype
     )
 
 
@@ -187,12 +187,12 @@ class Builder:
             "method": method,
             "inputs": {cap: adapter_root(p) for cap, p in inputs_of.items()},
             "weights": weights,
-            "seed": self.sizes.seed,
+            "seed": self.sizes.train_seed,
             "trainers": self.source,
         }
 
         def build(out: Path) -> None:
-            spec = MergeSpec(method, tuple(weights), seed=self.sizes.seed)
+            spec = MergeSpec(method, tuple(weights), seed=self.sizes.train_seed)
             merge_adapters(list(inputs_of.values()), out, spec)
             self.log(f"{name}: merged {len(inputs_of)} adapters ({method})")
 
@@ -250,7 +250,7 @@ def build_full(b: Builder) -> Built:
     settings = FullSettings(
         lr=sizes.full_lr,
         epochs=sizes.full_epochs,
-        seed=sizes.seed,
+        seed=sizes.train_seed,
         batch=sizes.full_batch,
         dtype=sizes.train_dtype,
         pack=True,  # a trajectory's phases in one forward: the same loss on 2.5x fewer tokens

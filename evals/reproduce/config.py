@@ -22,7 +22,10 @@ from trainers.lora import DTYPES
 
 @dataclass(frozen=True)
 class Sizes:
-    seed: int = 0
+    seed: int = 0  # the questions (the research suite) and the bad write's shuffled answers
+    # The trainings' and merges' seed (LoRA init, sample order, Full SFT's schedule, DARE's
+    # drops): other training seeds on the same questions tell a method's spread from its rank
+    train_seed: int = 0
     train: int = 10  # train questions per kind (x5 kinds -> gold trajectories)
     dev: int = 1  # dev questions per kind: write++'s new data (no replay)
     test: int = 8  # test questions per kind (every method's episodes: 40 in all)

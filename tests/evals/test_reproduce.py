@@ -284,3 +284,27 @@ def test_the_report_shows_what_a_method_answers_most_often() -> None:
     assert degenerate(table(results)) == ["backbone"]
     lines = answer_lines({"weact_hard": ("Ada | Lovelace", 1, 4)})
     assert lines[-1] == "| WeAct-hard | `Ada \\| Lovelace` | 1 of 4 |"
+
+
+def test_a_training_seed_trains_other_adapters_on_the_same_questions(
+    backbone: Path, tmp_path: Path
+) -> None:
+    """`--train-seed` moves the trainings (their own cache entries), never the data."""
+    from dataclasses import replace
+
+    from evals.reproduce.build import adapter_root, phase_builder
+    from evals.reproduce.pipeline import _suite
+
+    roots, data = {}, {}
+    for seed in (0, 1, 0):
+        sizes = replace(QUICK, train_seed=seed)
+        suite, suite_dir = _suite(sizes, tmp_path / "work")
+        builder = phase_builder(suite_dir, backbone, tmp_path / "work", sizes)
+        train = builder.built.data["train"]
+        data[seed] = (suite.digest, train.read_bytes())
+        path = builder.train("plan", train, capability="plan", lr=sizes.lr, epochs=1)
+        roots.setdefault(seed, []).append((adapter_root(path), builder.built.reused["plan"]))
+    assert data[0] == data[1]
+    assert roots[0][0][0] != roots[1][0][0]  # another init and order: other weights
+    assert roots[0] == [(roots[0][0][0], False), (roots[0][0][0], True)]  # seed 0's, reused
+    assert roots[1][0][1] is False
