@@ -295,16 +295,17 @@ def test_a_training_seed_trains_other_adapters_on_the_same_questions(
     from evals.reproduce.build import adapter_root, phase_builder
     from evals.reproduce.pipeline import _suite
 
-    roots, data = {}, {}
+    runs = []
     for seed in (0, 1, 0):
         sizes = replace(QUICK, train_seed=seed)
         suite, suite_dir = _suite(sizes, tmp_path / "work")
         builder = phase_builder(suite_dir, backbone, tmp_path / "work", sizes)
         train = builder.built.data["train"]
-        data[seed] = (suite.digest, train.read_bytes())
         path = builder.train("plan", train, capability="plan", lr=sizes.lr, epochs=1)
-        roots.setdefault(seed, []).append((adapter_root(path), builder.built.reused["plan"]))
-    assert data[0] == data[1]
-    assert roots[0][0][0] != roots[1][0][0]  # another init and order: other weights
-    assert roots[0] == [(roots[0][0][0], False), (roots[0][0][0], True)]  # seed 0's, reused
-    assert roots[1][0][1] is False
+        data = (suite.digest, train.read_bytes())
+        runs.append((data, adapter_root(path), builder.built.reused["plan"]))
+    (data0, root0, reused0), (data1, root1, reused1), (_, root0_again, reused0_again) = runs
+    assert data0 == data1
+    assert root0 != root1  # another init and order: other weights
+    assert (root0_again, reused0, reused0_again) == (root0, False, True)  # seed 0's, reused
+    assert reused1 is False

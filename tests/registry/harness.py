@@ -163,6 +163,12 @@ class World:
         body = {"backbone": self.backbone, "adapters": adapters, "create": True, **extra}
         return dict(self.api.ok("POST", "/channels/prod/promote", "approver", json=body))
 
+    def benchmark(self, name: str, scope: str, direction: str = "higher") -> None:
+        """Benchmark `name` version 1 over `scope` (a capability, or "library")."""
+        body = {"name": name, "version": 1, "dataset_digest": "d" * 64, "scope": scope,
+                "metric": "accuracy", "direction": direction, "tolerance": 0.01}  # fmt: skip
+        self.api.ok("POST", "/benchmarks", "approver", json=body)
+
 
 def make_world(api: Harness) -> World:
     root = api.backbone()["root"]

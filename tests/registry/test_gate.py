@@ -46,19 +46,6 @@ def test_empty_gate_passes() -> None:
     assert report([]).passed
 
 
-def _benchmark(world: World, name: str, scope: str, direction: str = "higher") -> None:
-    body = {
-        "name": name,
-        "version": 1,
-        "dataset_digest": "d" * 64,
-        "scope": scope,
-        "metric": "accuracy",
-        "direction": direction,
-        "tolerance": 0.01,
-    }
-    world.api.ok("POST", "/benchmarks", "approver", json=body)
-
-
 def _evaluate(world: World, name: str, score: float, **target: object) -> None:
     body = {"benchmark": name, "benchmark_version": 1, "score": score, "n": 50, **target}
     world.api.ok("POST", "/evaluations", "evaluator", json=body)
@@ -72,7 +59,7 @@ def _gate_rows(world: World) -> list[bool]:
 def test_capability_regression_is_refused_and_recorded(world: World) -> None:
     api = world.api
     v1, v2, v3 = (world.approved("write", s) for s in (1, 2, 3))
-    _benchmark(world, "write-old", "write")
+    world.benchmark("write-old", "write")
     _evaluate(world, "write-old", 0.80, adapter_id=v1["id"])
     first = world.promote({"write": v1["id"]})
     assert first["gate"]["checks"][0]["verdict"] == "no_baseline"
@@ -99,7 +86,7 @@ def test_capability_regression_is_refused_and_recorded(world: World) -> None:
 def test_missing_candidate_fails_and_no_baseline_passes(world: World) -> None:
     api = world.api
     v1, v2 = world.approved("write", 1), world.approved("write", 2)
-    _benchmark(world, "write-old", "write")
+    world.benchmark("write-old", "write")
     _evaluate(world, "write-old", 0.5, adapter_id=v1["id"])
     first = world.promote({"write": v1["id"]})
     assert [c["verdict"] for c in first["gate"]["checks"]] == ["no_baseline"]
@@ -118,7 +105,7 @@ def test_library_scope_compares_library_digests(world: World) -> None:
     api = world.api
     plan, write = world.approved("plan"), world.approved("write")
     first = world.promote({"plan": plan["id"]})["revision"]
-    _benchmark(world, "agentic", "library", direction="lower")
+    world.benchmark("agentic", "library", direction="lower")
     _evaluate(world, "agentic", 2.0, library_digest=first["library_digest"])
     body = {"adapters": {"write": write["id"]}}
     api.fails(409, "gate_failed", "POST", "/channels/prod/promote", "approver", json=body)
@@ -148,7 +135,7 @@ def _candidate_digest(world: World, first: dict[str, object], write: dict[str, o
 def test_evaluation_targets_are_checked(world: World) -> None:
     api = world.api
     plan = world.adapter("plan")
-    _benchmark(world, "write-old", "write")
+    world.benchmark("write-old", "write")
     base = {"benchmark": "write-old", "benchmark_version": 1, "score": 1.0, "n": 3}
     api.fails(
         422, "invalid", "POST", "/evaluations", "publisher", json={**base, "adapter_id": plan["id"]}

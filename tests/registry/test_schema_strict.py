@@ -107,8 +107,7 @@ def test_an_evaluation_names_exactly_one_subject_in_the_document_as_in_the_api(
         {"$ref": "#/components/schemas/EvaluationCreate", "components": document["components"]}
     )
     adapter = world.adapter("write", seed=1)
-    api.ok("POST", "/benchmarks", json={"name": "b", "version": 1, "dataset_digest": "d" * 64,
-           "scope": "write", "metric": "m", "direction": "higher", "tolerance": 0})  # fmt: skip
+    world.benchmark("b", "write")
     base = {"benchmark": "b", "benchmark_version": 1, "score": 0.5, "n": 1}
     subjects = {"library_digest": "0" * 64, "adapter_id": adapter["id"]}
     for given in ({}, subjects, {"library_digest": None, "adapter_id": None}):
