@@ -4,7 +4,7 @@ benchmark covers cannot pass by being judged on nothing."""
 from __future__ import annotations
 
 from harness import World
-from test_gate import _benchmark, _evaluate
+from test_gate import _evaluate
 
 
 def test_a_required_benchmark_is_judged_whatever_the_change(world: World) -> None:
@@ -15,7 +15,7 @@ def test_a_required_benchmark_is_judged_whatever_the_change(world: World) -> Non
         world.approved("write", 3),
     )
     world.promote({"plan": plan["id"], "write": write1["id"]}, order=["plan", "write"])
-    _benchmark(world, "plan-quality", "plan")  # plan's: a write change alone never meets it
+    world.benchmark("plan-quality", "plan")  # plan's: a write change alone never meets it
     body = {"adapters": {"write": write2["id"]}}
     ungated = api.ok("POST", "/channels/prod/gate", "approver", json=body)
     assert (ungated["passed"], ungated["checks"]) == (True, [])
