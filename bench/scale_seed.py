@@ -31,7 +31,15 @@ from registry.db.models import (
 )
 from registry.db.session import Database
 from registry.domain import Principal, Role
-from registry.services import adapters, backbones, capabilities, channels, lifecycle, tokens
+from registry.services import (
+    adapters,
+    backbones,
+    capabilities,
+    channels,
+    lifecycle,
+    tokens,
+    version_counts,
+)
 from storage import BlobStore
 
 CAPABILITIES = 50
@@ -258,6 +266,7 @@ def seed(
     bulk.flush()
     library = {cap: ids[0] for cap, ids in picks.items() if ids}
     with db.write() as session:
+        version_counts.refill(session=session)  # the bulk rows bypassed the services' counting
         request = channels.PromoteRequest("prod", root, library, sorted(library), create=True)
         channels.promote(session=session, actor=ADMIN, request=request)
     _analyze(db)

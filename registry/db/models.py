@@ -168,6 +168,18 @@ class SqlAdapterVersion(Base):
         parent_name: str | None
 
 
+class SqlVersionCount(Base):
+    """How many versions of a capability are in a state, kept in the transaction that
+    registers or decides a version (`registry.services.version_counts`): the capabilities
+    page and the metrics read these few rows, not an index of every version."""
+
+    __tablename__ = "version_counts"
+
+    capability_id: Mapped[int] = mapped_column(ForeignKey("capabilities.id"), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+
+
 class SqlAdapterTag(Base):
     """A `key=value` tag of an adapter version (one value per key)."""
 

@@ -37,6 +37,7 @@ from registry.services.fit import check_fit, read_config
 from registry.services.gc import guard_blobs
 from registry.services.retry import with_retries
 from registry.services.tags import check_tags
+from registry.services.version_counts import moved as count_moved
 from registry.settings import DEFAULT_ADAPTER_LIMITS, LIMIT_SETTINGS
 from storage import (
     BlobStore,
@@ -289,6 +290,7 @@ def record_adapter(
             "tags": adapter.tags,
         },
     )
+    count_moved(session, row.capability_id, None, row.state)  # the chain is locked
     return adapter
 
 

@@ -5,7 +5,8 @@
   manifest blob to its root;
 - every channel's revisions are numbered 1..N, and its head serves only approved adapters
   whose roots and files are the ones recorded, with a library digest that recomputes;
-- the event chain verifies.
+- the event chain verifies;
+- the kept version counts (capability x state) are the versions' own.
 
 Each problem is one ``Finding``; a clean registry has none.
 """
@@ -27,6 +28,7 @@ from registry.db.models import (
     SqlRevision,
 )
 from registry.domain import AdapterState
+from registry.services import version_counts
 from registry.services.library import library_digest
 from storage import (
     BlobNotFoundError,
@@ -44,7 +46,7 @@ MAX_USERS = 5  # the users of a broken blob a finding names
 
 @dataclass(frozen=True)
 class Finding:
-    check: str  # blob, adapter, backbone, channel, events
+    check: str  # blob, adapter, backbone, channel, counts, events
     subject: str
     detail: str
 
@@ -202,6 +204,21 @@ def _channel_findings(session: Session, channel: SqlChannel) -> list[Finding]:
     return findings
 
 
+def _count_findings(session: Session) -> list[Finding]:
+    kept, actual = version_counts.kept(session=session), version_counts.recount(session=session)
+    names = {i: n for i, n in session.execute(select(SqlCapability.id, SqlCapability.name))}
+    return [
+        Finding(
+            "counts",
+            f"{names.get(capability, capability)} {state}",
+            f"counted {kept.get((capability, state), 0)}, "
+            f"the versions say {actual.get((capability, state), 0)}",
+        )
+        for capability, state in sorted(kept.keys() | actual.keys())
+        if kept.get((capability, state), 0) != actual.get((capability, state), 0)
+    ]
+
+
 def fsck(*, session: Session, store: BlobStore) -> FsckReport:
     """Check everything; reads every distinct referenced blob once (adapter weights twice).
 
@@ -218,6 +235,7 @@ def fsck(*, session: Session, store: BlobStore) -> FsckReport:
     findings += _backbone_findings(store, backbones)
     for channel in channels:
         findings += _channel_findings(session, channel)
+    findings += _count_findings(session)
     chain = verify_events(session)
     if not chain.ok:
         findings.append(Finding("events", f"event {chain.first_broken}", chain.detail))

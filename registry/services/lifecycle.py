@@ -18,6 +18,7 @@ from registry.db.convert import to_adapter
 from registry.db.models import SqlAdapterVersion, utcnow
 from registry.domain import AdapterState, AdapterVersion, Principal, Revision
 from registry.errors import ForbiddenError, InvalidStateError
+from registry.services import version_counts
 from registry.services.adapters import find_adapter_row
 from registry.services.channels import remove_adapter_everywhere, revision_event
 from registry.services.ownership import published_by
@@ -67,6 +68,7 @@ def _event(
         subject=f"adapter:{adapter.id}",
         payload={"name": adapter.name, "state": adapter.state.value, "reason": row.reason},
     )
+    version_counts.moved(session, row.capability_id, SOURCE[adapter.state].value, row.state)
     return adapter
 
 

@@ -38,6 +38,7 @@ from registry.services import (
     lineage,
     page_queries,
     stats,
+    version_counts,
 )
 from registry.services.page_queries import GateRecord
 
@@ -165,7 +166,7 @@ def catalog(*, session: Session) -> Catalog:
     return Catalog(
         capabilities=capabilities.list_capabilities(session=session),
         backbones=backbones.list_backbones(session=session),
-        versions=page_queries.version_counts(session=session),
+        versions=version_counts.counts(session=session),
     )
 
 

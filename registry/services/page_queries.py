@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, aliased
 
 from registry.audit import to_event
@@ -19,7 +19,6 @@ from registry.db.convert import to_evaluation
 from registry.db.models import (
     SqlAdapterVersion,
     SqlBenchmark,
-    SqlCapability,
     SqlEvaluation,
     SqlEvent,
 )
@@ -125,23 +124,6 @@ def adapter_evaluations(*, session: Session, adapter_id: int) -> list[Evaluation
         .order_by(SqlEvaluation.id)
     )
     return [to_evaluation(row) for row in rows]
-
-
-def version_counts(*, session: Session) -> dict[str, dict[str, int]]:
-    """Capability name -> adapter state -> number of versions (counted on the
-    `(capability_id, state, id)` index alone; the names joined to the few groups after)."""
-    names = {
-        row.id: row.name for row in session.execute(select(SqlCapability.id, SqlCapability.name))
-    }
-    rows = session.execute(
-        select(SqlAdapterVersion.capability_id, SqlAdapterVersion.state, func.count()).group_by(
-            SqlAdapterVersion.capability_id, SqlAdapterVersion.state
-        )
-    )
-    counts: dict[str, dict[str, int]] = {}
-    for capability_id, state, count in rows:
-        counts.setdefault(str(names[capability_id]), {})[str(state)] = int(count)
-    return counts
 
 
 @dataclass(frozen=True)

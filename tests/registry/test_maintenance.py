@@ -1,5 +1,6 @@
 """`weact fsck` finds every kind of inconsistency; `weact gc` deletes only what nobody can
-claim; migration 0002 turns existing token names into principals."""
+claim; migration 0002 turns existing token names into principals, 0013 counts the versions
+already there."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from harness import Harness, World
-from sqlalchemy import create_engine, select, text, update
+from sqlalchemy import Connection, create_engine, select, text, update
 
 from registry.db.migrate import upgrade
 from registry.db.models import SqlAdapterVersion, SqlBlobLease, SqlEvent, utcnow
@@ -66,6 +67,7 @@ def test_fsck_is_clean_then_names_each_problem(world: World) -> None:
     assert "not " + "f" * 64 in found[("adapter", "write@1")]
     assert "write is revoked" in found[("channel", "prod")]
     assert found[("events", "event")].startswith(f"event {second}:")
+    assert found[("counts", "write")] == "counted 0, the versions say 1"  # write revoked
 
 
 def test_weact_fsck_exits_1_on_a_finding_and_0_when_clean(
@@ -149,6 +151,27 @@ def test_gc_refuses_a_negative_grace(sqlite_api: Harness) -> None:
         collect_garbage(database=sqlite_api.db, store=sqlite_api.store, grace_s=-1)
 
 
+def _old_versions(
+    conn: Connection, capabilities: list[str], versions: list[tuple[int, int, str]]
+) -> None:
+    """Capabilities, backbone `b` and versions (capability id, version, state) written as an
+    older schema holds them, before a migration under test."""
+    now = "2026-01-01 00:00:00"
+    for name in capabilities:
+        conn.execute(text("INSERT INTO capabilities (name, description, created_at) "
+                          "VALUES (:n, '', :t)"), {"n": name, "t": now})  # fmt: skip
+    backbone = ("INSERT INTO backbones (name, root, tensor_count, param_count, "
+                "manifest_digest, created_by, created_at) "
+                "VALUES ('b', :d, 1, 1, :d, 'root', :t)")  # fmt: skip
+    conn.execute(text(backbone), {"d": "a" * 64, "t": now})
+    for capability, version, state in versions:
+        conn.execute(text(
+            "INSERT INTO adapter_versions (capability_id, backbone_id, version, state, rank, "
+            "alpha, target_modules, files, manifest_root, provenance, created_by, created_at) "
+            "VALUES (:c, 1, :v, :s, 4, 8, '[]', '{}', :d, '{}', 'alice', :t)"
+        ), {"c": capability, "v": version, "s": state, "d": "b" * 64, "t": now})  # fmt: skip
+
+
 def test_migration_0002_makes_principals_of_token_names(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
     upgrade(url, "0001")
@@ -164,17 +187,7 @@ def test_migration_0002_makes_principals_of_token_names(tmp_path: Path) -> None:
                 ),  # fmt: skip
                 {"n": name, "r": role, "h": f"{i:064d}", "t": now},
             )
-        conn.execute(text("INSERT INTO capabilities (name, description, created_at) "
-                          "VALUES ('write', '', :t)"), {"t": now})  # fmt: skip
-        backbone = ("INSERT INTO backbones (name, root, tensor_count, param_count, "
-                    "manifest_digest, created_by, created_at) "
-                    "VALUES ('b', :d, 1, 1, :d, 'root', :t)")  # fmt: skip
-        conn.execute(text(backbone), {"d": "a" * 64, "t": now})
-        conn.execute(text(
-            "INSERT INTO adapter_versions (capability_id, backbone_id, version, state, rank, "
-            "alpha, target_modules, files, manifest_root, provenance, created_by, created_at) "
-            "VALUES (1, 1, 1, 'candidate', 4, 8, '[]', '{}', :d, '{}', 'alice', :t)"
-        ), {"d": "b" * 64, "t": now})  # fmt: skip
+        _old_versions(conn, ["write"], [(1, 1, "candidate")])
     upgrade(url)
     with engine.connect() as conn:
         principals = dict(conn.execute(text("SELECT name, id FROM principals")).all())
@@ -188,3 +201,19 @@ def test_migration_0002_makes_principals_of_token_names(tmp_path: Path) -> None:
         ("bob", principals["bob"]),
     ]
     assert creator == principals["alice"]
+
+
+def test_migration_0013_counts_the_versions_already_there(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    upgrade(url, "0012")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        versions = [(1, 1, "approved"), (2, 1, "candidate"), (2, 2, "candidate"),
+                    (2, 3, "revoked")]  # fmt: skip
+        _old_versions(conn, ["plan", "write"], versions)
+    upgrade(url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT capability_id, state, count FROM version_counts"))
+        counts = sorted(tuple(r) for r in rows)
+    engine.dispose()
+    assert counts == [(1, "approved", 1), (2, "candidate", 2), (2, "revoked", 1)]

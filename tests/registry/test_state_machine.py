@@ -1,4 +1,5 @@
-"""Property test: adapter lifecycle and channel revisions against a simple model."""
+"""Property test: adapter lifecycle, channel revisions and version counts against a simple
+model."""
 
 from __future__ import annotations
 
@@ -23,7 +24,15 @@ from registry.db.migrate import upgrade
 from registry.db.session import Database
 from registry.domain import Principal, Role
 from registry.errors import ConflictError, InvalidError, InvalidStateError, RegistryError
-from registry.services import adapters, backbones, capabilities, channels, events, lifecycle
+from registry.services import (
+    adapters,
+    backbones,
+    capabilities,
+    channels,
+    events,
+    lifecycle,
+    version_counts,
+)
 from storage import LocalBlobStore
 
 ALICE = Principal("alice", Role.PUBLISHER)
@@ -175,6 +184,17 @@ class Lifecycle(RuleBasedStateMachine):
             numbers = [r.revision for r in channels.list_revisions(session=session, channel="prod")]
             assert numbers == list(range(1, len(self.history) + 1))
             assert events.verify(session=session).ok
+
+    @invariant()
+    def counts_match_the_versions(self) -> None:
+        """The kept counts (capabilities page, /metrics) are the model's, and fsck agrees."""
+        model: dict[str, dict[str, int]] = {}
+        for adapter, state in self.states.items():
+            per = model.setdefault(self.caps[adapter], {})
+            per[state] = per.get(state, 0) + 1
+        with self.db.read() as session:
+            assert version_counts.counts(session=session) == model
+            assert version_counts.kept(session=session) == version_counts.recount(session=session)
 
 
 def test_lifecycle_and_revisions_follow_the_model(prepared: Prepared) -> None:

@@ -9,7 +9,7 @@ import pytest
 from webworld import Site, counted
 
 from registry.errors import InvalidError, NotFoundError
-from registry.services import page_compare, page_models, page_queries
+from registry.services import page_compare, page_models, page_queries, version_counts
 
 
 def test_gate_reports_newest_first_and_filtered(any_site: Site) -> None:
@@ -57,7 +57,7 @@ def test_counts_lag_and_comparisons(any_site: Site) -> None:
     beat = {"channel": "gone", "revision": 4, "audit": {"ok": False, "detail": "mismatch"}}
     any_site.api.ok("POST", "/nodes/node-2/heartbeat", "node2", json=beat)
     with any_site.api.db.read() as session:
-        counts = page_queries.version_counts(session=session)
+        counts = version_counts.counts(session=session)
         statuses = {s.node.id: s for s in page_models.node_statuses(session=session)}
         detail = page_models.adapter_detail(session=session, adapter_id=ids["write@2"])
         pair = page_models.comparison(session=session, channel="prod", before=None, after=None)
