@@ -10,10 +10,16 @@ through VLLM_PLUGINS), our ops, our ops in fp32, and our ops with vLLM's default
 binding (one core reserved for the front end).
 
     VLLM_LOGGING_LEVEL=WARNING .venv-vllm/bin/python bench/bench_vllm_lora.py
+    ... bench/bench_vllm_lora.py --slots 8 --rank 32 --only "no LoRA (floor)" --only "our LoRA ops"
+
+`--slots` / `--rank`: the engine's LoRA slots and largest rank (a reproduce run's engine has
+8 slots of rank 32, for the rank-32 baselines, while WeAct's adapters are rank 8); `--only`
+runs the configurations named so.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -44,11 +50,13 @@ def make_lora(backbone: Path, out: Path) -> None:
     get_peft_model(model, config).save_pretrained(out)
 
 
-def measure(backbone: str, lora_dir: str, dtype: str, use_lora: bool) -> dict[str, float]:
+def measure(
+    backbone: str, lora_dir: str, dtype: str, use_lora: bool, slots: int, rank: int
+) -> dict[str, float]:
     from vllm import LLM, SamplingParams
     from vllm.lora.request import LoRARequest
 
-    llm = LLM(model=backbone, dtype=dtype, enable_lora=True, max_loras=4, max_lora_rank=8,
+    llm = LLM(model=backbone, dtype=dtype, enable_lora=True, max_loras=slots, max_lora_rank=rank,
               max_model_len=4096, block_size=32, kv_cache_memory_bytes=2 * 2**30,
               enable_prefix_caching=False)  # fmt: skip
     rng = random.Random(0)
@@ -74,13 +82,36 @@ def measure(backbone: str, lora_dir: str, dtype: str, use_lora: bool) -> dict[st
     }
 
 
-def child(name: str, backbone: str, lora_dir: str) -> int:
+def child(name: str, backbone: str, lora_dir: str, slots: str, rank: str) -> int:
     dtype, use_lora, _ours, _every = CONFIGS[name]
-    print("RESULT " + json.dumps(measure(backbone, lora_dir, dtype, use_lora)), flush=True)
+    result = measure(backbone, lora_dir, dtype, use_lora, int(slots), int(rank))
+    print("RESULT " + json.dumps(result), flush=True)
     return 0
 
 
+def _ratios(rows: dict[str, dict[str, float]]) -> None:
+    """Our ops against each other configuration that ran."""
+    ours = rows.get("our LoRA ops")
+    others = {
+        "vLLM's ops": "vLLM's LoRA ops", "no LoRA": "no LoRA (floor)",
+        "fp32": "our LoRA ops, fp32", "default binding": "our LoRA ops, default binding",
+    }  # fmt: skip
+    for phase in ("prefill", "decode"):
+        key = f"{phase}_tok_s"
+        parts = [
+            f"ours / {label} {ours[key] / rows[name][key]:.2f}x"
+            for label, name in others.items()
+            if ours and name in rows
+        ]
+        print(f"{phase}: " + ", ".join(parts))
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--slots", type=int, default=4, help="vLLM's max_loras")
+    parser.add_argument("--rank", type=int, default=8, help="vLLM's max_lora_rank")
+    parser.add_argument("--only", action="append", choices=list(CONFIGS), help="(repeat)")
+    args = parser.parse_args()
     try:
         import vllm  # noqa: F401
     except ImportError:
@@ -94,6 +125,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         make_lora(backbone, Path(tmp) / "lora")
         for name, (_dtype, _lora, ours, every) in CONFIGS.items():
+            if args.only and name not in args.only:
+                continue
             env = dict(os.environ)
             for key in ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU"):
                 env.pop(key, None)
@@ -102,7 +135,8 @@ def main() -> int:
             if not ours:
                 env["VLLM_PLUGINS"] = "weact_registry"  # every plugin but weact_cpu_lora
             done = subprocess.run(
-                [sys.executable, __file__, "--child", name, str(backbone), str(Path(tmp) / "lora")],
+                [sys.executable, __file__, "--child", name, str(backbone), str(Path(tmp) / "lora"),
+                 str(args.slots), str(args.rank)],
                 env=env, capture_output=True, text=True, check=False,
             )  # fmt: skip
             if done.returncode != 0:
@@ -115,23 +149,11 @@ def main() -> int:
             rows[name] = json.loads(result[-1].removeprefix("RESULT "))
             print(f"{name:32s} " + "  ".join(f"{k} {v:8.1f}" for k, v in rows[name].items()),
                   flush=True)  # fmt: skip
-    ours, theirs = rows["our LoRA ops"], rows["vLLM's LoRA ops"]
-    floor, fp32 = rows["no LoRA (floor)"], rows["our LoRA ops, fp32"]
-    one_core = rows["our LoRA ops, default binding"]
-    print(f"prefill: ours / vLLM's ops {ours['prefill_tok_s'] / theirs['prefill_tok_s']:.2f}x, "
-          f"ours / no LoRA {ours['prefill_tok_s'] / floor['prefill_tok_s']:.2f}, "
-          f"bf16 / fp32 {ours['prefill_tok_s'] / fp32['prefill_tok_s']:.2f}x, "
-          f"every core / default binding "
-          f"{ours['prefill_tok_s'] / one_core['prefill_tok_s']:.2f}x")  # fmt: skip
-    print(f"decode:  ours / vLLM's ops {ours['decode_tok_s'] / theirs['decode_tok_s']:.2f}x, "
-          f"ours / no LoRA {ours['decode_tok_s'] / floor['decode_tok_s']:.2f}, "
-          f"bf16 / fp32 {ours['decode_tok_s'] / fp32['decode_tok_s']:.2f}x, "
-          f"every core / default binding "
-          f"{ours['decode_tok_s'] / one_core['decode_tok_s']:.2f}x")  # fmt: skip
+    _ratios(rows)
     return 0
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        sys.exit(child(*sys.argv[2:5]))
+        sys.exit(child(*sys.argv[2:7]))
     sys.exit(main())

@@ -8,9 +8,8 @@ four LoRAs): 161 prefill tok/s with its ops, 939 with these, 1,431 without LoRA;
 35 vs 75 tok/s.
 
 `register` (a `vllm.general_plugins` entry point, so it runs in each vLLM process) replaces
-the three `bgmv_*` ops with versions that multiply every token by every resident slot's
-matrices at once (`lora_products`) and keep each token's own; the `sgmv_*` ops call them, so
-prefill and decode both take that path. Same
+the three `bgmv_*` ops with versions that multiply each slot's tokens by that slot's matrices
+(`lora_products`); the `sgmv_*` ops call them, so prefill and decode both take that path. Same
 semantics, one difference on purpose: a token whose slot is negative (a request without
 LoRA) gets no LoRA term, as in vLLM's GPU kernels, where the gather would have read the last
 slot. It patches only on a CPU platform and only vLLM versions whose ops have the signatures
@@ -28,28 +27,27 @@ OPS = ("bgmv_shrink", "bgmv_expand", "bgmv_expand_slice")
 
 
 def lora_products(inputs: Any, weights: Any, indices: Any, dtype: Any) -> Any:
-    """`out[t] = inputs[t] @ weights[indices[t]].T` for every token t, in two or three ops.
+    """`out[t] = inputs[t] @ weights[indices[t]].T` for every token t: one matmul per slot
+    that some token uses, over that slot's tokens (a token with a negative slot gets 0).
 
-    `weights` is (slots, out, in) or (slots, 1, out, in); a token with a negative slot gets 0.
-    Shrink (out <= in, A matrices): one matmul against every slot, then each token's block.
-    Expand (B matrices): each token's input placed in its slot's block of a zero row, then one
-    matmul against every slot stacked. The extra work is slots x rank columns per matmul,
-    small next to the backbone's at LoRA ranks; no per-token copy of any weight.
+    `weights` is (slots, out, in) or (slots, 1, out, in). The work is the tokens' own, not
+    tokens x slots: vLLM sizes every slot at the largest rank it serves (`max_lora_rank`),
+    and multiplying each token by every slot, as this did before, cost a reproduce run's
+    prefill a quarter of its speed (8 slots of rank 32, `bench/bench_vllm_lora.py`). When
+    every token uses one slot (a decode step of one adapter's requests) it is one matmul.
     """
     stacked = weights.squeeze(1) if weights.dim() == 4 else weights
-    slots, n_out, n_in = stacked.shape
-    x, w = inputs.to(dtype), stacked.to(dtype)
-    tokens = x.shape[0]
+    tokens = inputs.shape[0]
     index = indices[:tokens]
-    slot = index.clamp(min=0).view(tokens, 1, 1)
-    if n_out <= n_in:
-        every = (x @ w.reshape(slots * n_out, n_in).T).view(tokens, slots, n_out)
-        out = every.gather(1, slot.expand(tokens, 1, n_out)).squeeze(1)
-    else:
-        placed = x.new_zeros(tokens, slots, n_in)
-        placed.scatter_(1, slot.expand(tokens, 1, n_in), x.unsqueeze(1))
-        out = placed.view(tokens, slots * n_in) @ w.permute(0, 2, 1).reshape(slots * n_in, n_out)
-    return out.masked_fill_((index < 0).unsqueeze(1), 0)
+    present = index.unique().tolist()
+    if len(present) == 1 and present[0] >= 0:
+        return inputs.to(dtype) @ stacked[present[0]].to(dtype).T
+    out = inputs.new_zeros((tokens, stacked.shape[1]), dtype=dtype)
+    for slot in present:
+        if slot >= 0:
+            rows = (index == slot).nonzero().squeeze(1)
+            out.index_copy_(0, rows, inputs[rows].to(dtype) @ stacked[slot].to(dtype).T)
+    return out
 
 
 def bgmv_shrink(
