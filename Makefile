@@ -53,8 +53,8 @@ CACHE_BYTECODE := env -u PYTHONDONTWRITEBYTECODE
 # pytest-xdist: one worker more than cores (every worker has its own databases, temp dirs and
 # ports): with one per core the cores idle about a quarter of the time while tests wait on
 # servers and subprocesses. On a 2-core Xeon: 2 workers 288-302 s, 3 workers 255-277 s, 4: 311 s;
-# on a 2-core EPYC without AMX 2 workers 364-393 s, 3: 365 s (docs/benchmarks.md, "The test
-# suite"). The slowest ten tests are listed at the end.
+# on a 2-core EPYC without AMX 2 workers 364-393 s, 3: 315-365 s (docs/benchmarks.md, "The
+# test suite"). The slowest ten tests are listed at the end.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: $(STAMP) browser
 	$(CACHE_BYTECODE) $(PY) -m pytest -q -n $(TEST_WORKERS) --durations=10
