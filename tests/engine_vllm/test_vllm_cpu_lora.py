@@ -96,3 +96,87 @@ def test_the_plugin_is_registered_and_patches_vllms_cpu_ops() -> None:
     for op in vllm_cpu_lora.OPS:
         assert getattr(punica_cpu, op) is getattr(vllm_cpu_lora, op)
         assert getattr(torch_ops, op) is getattr(vllm_cpu_lora, op)
+    wrapper = punica_cpu.PunicaWrapperCPU
+    assert wrapper.add_lora_linear is vllm_cpu_lora.add_lora_linear
+    wrapped = wrapper.update_metadata.__wrapped__  # once, however often register ran
+    assert wrapped.__qualname__.endswith("PunicaWrapperBase.update_metadata")
+
+
+def _original_wrapper_class() -> type:
+    """vLLM's `PunicaWrapperCPU` from its source, calling the original ops."""
+    import vllm.lora.punica_wrapper.punica_cpu as patched
+
+    name = "vllm.lora.punica_wrapper._punica_cpu_original"
+    spec = importlib.util.spec_from_file_location(name, patched.__file__)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for op in ("bgmv_shrink", "bgmv_expand", "bgmv_expand_slice", "sgmv_shrink", "sgmv_expand",
+               "sgmv_expand_slice"):  # fmt: skip
+        setattr(module, op, getattr(ORIGINAL, op))
+    return module.PunicaWrapperCPU  # type: ignore[no-any-return]
+
+
+@st.composite
+def layers(draw: st.DrawFn) -> tuple[list[int], tuple[torch.Tensor, ...], tuple[int, ...], int]:
+    """A linear layer's LoRA problem: each token's LoRA id (0: none), x, and stacked slices."""
+    slots = draw(st.integers(1, 4))
+    tokens = draw(st.integers(1, 100))  # over SMALL_SPAN tokens of a slot: the other dtype path
+    ids = draw(st.lists(st.integers(0, slots), min_size=tokens, max_size=tokens))
+    sizes = tuple(draw(st.lists(st.sampled_from([8, 24]), min_size=1, max_size=3)))
+    rank, hidden = draw(st.sampled_from([1, 4, 8])), draw(st.sampled_from([8, 40]))
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    x = torch.randn(tokens, hidden, generator=g)
+    a = tuple(torch.randn(slots, 1, rank, hidden, generator=g) for _ in sizes)
+    b = tuple(torch.randn(slots, 1, size, rank, generator=g) for size in sizes)
+    return ids, (x, *a, *b), sizes, slots
+
+
+def _mapped(wrapper_class: type, ids: list[int], slots: int) -> object:
+    from vllm.lora.layers.utils import LoRAMapping
+
+    wrapper = wrapper_class(max_num_batched_tokens=128, max_batches=8, device="cpu")
+    slot_ids: list[int | None] = list(range(1, slots + 1))  # slot s holds LoRA id s + 1
+    wrapper.update_metadata(LoRAMapping(ids, ids, is_prefill=False), slot_ids, slots, 32000)
+    return wrapper
+
+
+@settings(max_examples=60, deadline=None)
+@given(layers(), st.floats(0.25, 4.0), layers())
+def test_add_lora_linear_matches_vllms_wrapper_step_after_step(
+    case: tuple[list[int], tuple[torch.Tensor, ...], tuple[int, ...], int], scale: float,
+    other: tuple[list[int], tuple[torch.Tensor, ...], tuple[int, ...], int],
+) -> None:  # fmt: skip
+    """Ours against vLLM's own `add_lora_linear`, and, after the next step's metadata, the
+    next step's tokens (the per-step grouping is not reused across steps)."""
+    from vllm.lora.punica_wrapper.punica_cpu import PunicaWrapperCPU
+
+    vllm_cpu_lora.register()
+    original = _original_wrapper_class()
+    ids, (x, *weights), sizes, slots = case
+    mine = _mapped(PunicaWrapperCPU, ids, slots)
+    for step, (ids, (x, *weights), sizes, slots) in enumerate((case, other)):
+        if step:
+            from vllm.lora.layers.utils import LoRAMapping
+
+            mine.update_metadata(  # type: ignore[attr-defined]
+                LoRAMapping(ids, ids, is_prefill=False), list(range(1, slots + 1)), slots, 32000
+            )
+        a, b = tuple(weights[: len(sizes)]), tuple(weights[len(sizes) :])
+        base = torch.randn(x.shape[0], sum(sizes))
+        ours, theirs = base.clone(), base.clone()
+        vllm_cpu_lora.add_lora_linear(mine, ours, x, a, b, scale, sizes)
+        _mapped(original, ids, slots).add_lora_linear(theirs, x, a, b, scale, sizes)  # type: ignore[attr-defined]
+        lora = torch.tensor(ids) > 0
+        torch.testing.assert_close(ours[lora], theirs[lora], rtol=1e-4, atol=1e-3)
+        assert torch.equal(ours[~lora], base[~lora])
+
+
+def test_spans_group_tokens_by_slot_in_order() -> None:
+    spans = vllm_cpu_lora.spans_of(torch.tensor([2, -1, 0, 2, 0]))
+    assert spans.order is not None
+    assert spans.order.tolist() == [2, 4, 0, 3]
+    assert spans.spans == [(0, 0, 2), (2, 2, 4)]
+    assert vllm_cpu_lora.spans_of(torch.tensor([1, 1, 3])).order is None
+    assert vllm_cpu_lora.spans_of(torch.tensor([-1, -1])).spans == []

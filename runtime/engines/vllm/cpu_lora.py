@@ -1,29 +1,35 @@
-"""LoRA matmuls for vLLM's CPU build without copying the weights once per token.
+"""LoRA for vLLM's CPU build: the products grouped by slot, the grouping done once a step.
 
 vLLM's CPU punica ops (`vllm.lora.ops.torch_ops`) compute a LoRA product by gathering each
 token's weight matrix, `weights[indices]`, and contracting token by token with `einsum`: a
-prefill of N tokens materialises N copies of every A and B matrix of every targeted layer.
-Measured here (`bench/bench_vllm_lora.py`, SmolLM2-135M, bf16, 16 prompts of 1,000 tokens,
-four LoRAs): 161 prefill tok/s with its ops, 939 with these, 1,431 without LoRA; decode
-35 vs 75 tok/s.
+prefill of N tokens materialises N copies of every A and B matrix of every targeted layer
+(prefill about 6x slower than with these ops, `bench/bench_vllm_lora.py`).
 
-`register` (a `vllm.general_plugins` entry point, so it runs in each vLLM process) replaces
-the three `bgmv_*` ops with versions that multiply each slot's tokens by that slot's matrices
-(`lora_products`); the `sgmv_*` ops call them, so prefill and decode both take that path. Same
-semantics, one difference on purpose: a token whose slot is negative (a request without
+`register` (a `vllm.general_plugins` entry point, so it runs in each vLLM process) patches:
+- `PunicaWrapperCPU.add_lora_linear`, which every LoRA linear layer calls: the step's tokens
+  sorted by slot once (`spans_of`, kept until the next `update_metadata`), then per layer one
+  gather, one matmul pair per slot and slice, one scatter-add. vLLM's version goes through the
+  `bgmv_*` ops slice by slice, each grouping the tokens again: in a decode step some 40 small
+  ops per layer and slot, which cost decoding with LoRA a third of its speed;
+- the three `bgmv_*` ops (the logits and embedding paths, and the `sgmv_*` ops, which call
+  them) with versions that multiply each slot's tokens by that slot's matrices
+  (`lora_products`).
+Same semantics, one difference on purpose: a token whose slot is negative (a request without
 LoRA) gets no LoRA term, as in vLLM's GPU kernels, where the gather would have read the last
 slot. It patches only on a CPU platform and only vLLM versions whose ops have the signatures
-below (`tests/engine_vllm` checks the ops against the originals).
+below (`tests/engine_vllm` checks them against vLLM's own, loaded from its source).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 logger = logging.getLogger(__name__)
 
 OPS = ("bgmv_shrink", "bgmv_expand", "bgmv_expand_slice")
+SMALL_SPAN = 64  # tokens of one slot up to which add_lora_linear expands in fp32
 
 
 def lora_products(inputs: Any, weights: Any, indices: Any, dtype: Any) -> Any:
@@ -48,6 +54,81 @@ def lora_products(inputs: Any, weights: Any, indices: Any, dtype: Any) -> Any:
             rows = (index == slot).nonzero().squeeze(1)
             out.index_copy_(0, rows, inputs[rows].to(dtype) @ stacked[slot].to(dtype).T)
     return out
+
+
+class Spans(NamedTuple):
+    """A step's tokens in slot order: `order` (None when that is 0, 1, ... already) and
+    `(slot, start, end)` per slot into it; tokens without a LoRA (negative slot) are left out."""
+
+    order: Any
+    spans: list[tuple[int, int, int]]
+
+
+def spans_of(index: Any) -> Spans:
+    """Group a step's tokens by slot: one sort and one host sync for the whole step."""
+    import torch
+
+    lora = (index >= 0).nonzero().squeeze(1)
+    keys, perm = torch.sort(index[lora], stable=True)
+    order = lora[perm]
+    slots, counts = torch.unique_consecutive(keys, return_counts=True)
+    spans, start = [], 0
+    for slot, count in zip(slots.tolist(), counts.tolist(), strict=True):
+        spans.append((slot, start, start + count))
+        start += count
+    if torch.equal(order, torch.arange(index.shape[0])):
+        order = None
+    return Spans(order, spans)
+
+
+def add_lora_linear(
+    self: Any, y: Any, x: Any, lora_a_stacked: tuple[Any, ...], lora_b_stacked: tuple[Any, ...],
+    scale: float, output_slices: tuple[int, ...], *, buffer: Any = None, **kwargs: Any,
+) -> None:  # fmt: skip
+    """`PunicaWrapperCPU.add_lora_linear`: `y[t] += concat_i(x[t] @ A_i[s].T * scale @ B_i[s].T)`
+    for each token t of slot s >= 0: one gather, one matmul pair per (slot, slice), one
+    scatter-add per layer. Shrink in fp32 (as vLLM's ops), expand in fp32 for a slot's tokens
+    up to `SMALL_SPAN` and in `y`'s dtype above (as vLLM's ops). The grouping is the step's
+    (`spans_of`, kept until the next `update_metadata`).
+    """
+    import torch
+
+    x = x.view(-1, x.shape[-1])
+    out = y.view(-1, y.shape[-1])
+    cache = self.__dict__.setdefault("_weact_spans", {})
+    tokens = x.shape[0]
+    if tokens not in cache:
+        cache[tokens] = spans_of(self.token_lora_indices[:tokens])
+    order, spans = cache[tokens]
+    if not spans:
+        return
+    rows = (x if order is None else x.index_select(0, order)).float()
+    products = rows.new_empty((rows.shape[0], sum(output_slices)), dtype=out.dtype)
+    for slot, start, end in spans:
+        part = rows[start:end]
+        # bf16 kernels cost ~20 us a call whatever the size; fp32 ones are faster when small
+        dtype = torch.float32 if end - start <= SMALL_SPAN else out.dtype
+        offset = 0
+        for a, b, size in zip(lora_a_stacked, lora_b_stacked, output_slices, strict=True):
+            shrunk = (part @ a[slot, 0].float().T) * scale
+            products[start:end, offset : offset + size] = (
+                shrunk.to(dtype) @ b[slot, 0, :size].to(dtype).T
+            )
+            offset += size
+    target = out[:, : products.shape[1]]
+    if order is None:
+        target[: products.shape[0]] += products
+    else:
+        target.index_add_(0, order, products)
+
+
+def _forgetting_spans(update_metadata: Any) -> Any:
+    @functools.wraps(update_metadata)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self.__dict__.pop("_weact_spans", None)
+        return update_metadata(self, *args, **kwargs)
+
+    return wrapped
 
 
 def bgmv_shrink(
@@ -96,7 +177,11 @@ def register() -> None:
         import vllm.lora.punica_wrapper.punica_cpu as punica_cpu
     except ImportError:
         return
-    if not all(hasattr(lora_ops, op) for op in OPS):
+    wrapper: Any = getattr(punica_cpu, "PunicaWrapperCPU", None)
+    methods = ("add_lora_linear", "update_metadata", "token_lora_indices")
+    if not all(hasattr(lora_ops, op) for op in OPS) or not all(
+        hasattr(wrapper, name) for name in methods
+    ):
         logger.warning("vLLM's CPU LoRA ops changed; keeping vLLM's own (slow on prefill)")
         return
     mine = globals()
@@ -104,3 +189,6 @@ def register() -> None:
         for op in OPS:
             if hasattr(module, op):
                 setattr(module, op, mine[op])
+    if getattr(wrapper.update_metadata, "__wrapped__", None) is None:
+        wrapper.update_metadata = _forgetting_spans(wrapper.update_metadata)
+    wrapper.add_lora_linear = add_lora_linear
