@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 from importlib.metadata import entry_points
 from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
@@ -133,12 +134,13 @@ def layers(draw: st.DrawFn) -> tuple[list[int], tuple[torch.Tensor, ...], tuple[
     return ids, (x, *a, *b), sizes, slots
 
 
-def _mapped(wrapper_class: type, ids: list[int], slots: int) -> object:
+def _stepped(wrapper: Any, ids: list[int], slots: int) -> Any:
+    """`wrapper` after the metadata of a decode step whose token t uses LoRA id `ids[t]`
+    (0: none), slot s holding LoRA id s + 1."""
     from vllm.lora.layers.utils import LoRAMapping
 
-    wrapper = wrapper_class(max_num_batched_tokens=128, max_batches=8, device="cpu")
-    slot_ids: list[int | None] = list(range(1, slots + 1))  # slot s holds LoRA id s + 1
-    wrapper.update_metadata(LoRAMapping(ids, ids, is_prefill=False), slot_ids, slots, 32000)
+    mapping = LoRAMapping(ids, ids, is_prefill=False)
+    wrapper.update_metadata(mapping, list(range(1, slots + 1)), slots, 32000)
     return wrapper
 
 
@@ -154,20 +156,14 @@ def test_add_lora_linear_matches_vllms_wrapper_step_after_step(
 
     vllm_cpu_lora.register()
     original = _original_wrapper_class()
-    ids, (x, *weights), sizes, slots = case
-    mine = _mapped(PunicaWrapperCPU, ids, slots)
-    for step, (ids, (x, *weights), sizes, slots) in enumerate((case, other)):
-        if step:
-            from vllm.lora.layers.utils import LoRAMapping
-
-            mine.update_metadata(  # type: ignore[attr-defined]
-                LoRAMapping(ids, ids, is_prefill=False), list(range(1, slots + 1)), slots, 32000
-            )
+    room = {"max_num_batched_tokens": 128, "max_batches": 8, "device": "cpu"}
+    mine = PunicaWrapperCPU(**room)
+    for ids, (x, *weights), sizes, slots in (case, other):
         a, b = tuple(weights[: len(sizes)]), tuple(weights[len(sizes) :])
         base = torch.randn(x.shape[0], sum(sizes))
         ours, theirs = base.clone(), base.clone()
-        vllm_cpu_lora.add_lora_linear(mine, ours, x, a, b, scale, sizes)
-        _mapped(original, ids, slots).add_lora_linear(theirs, x, a, b, scale, sizes)  # type: ignore[attr-defined]
+        vllm_cpu_lora.add_lora_linear(_stepped(mine, ids, slots), ours, x, a, b, scale, sizes)
+        _stepped(original(**room), ids, slots).add_lora_linear(theirs, x, a, b, scale, sizes)
         lora = torch.tensor(ids) > 0
         torch.testing.assert_close(ours[lora], theirs[lora], rtol=1e-4, atol=1e-3)
         assert torch.equal(ours[~lora], base[~lora])
