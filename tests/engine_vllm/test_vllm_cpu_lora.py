@@ -22,15 +22,20 @@ from runtime.engines.vllm import cpu_lora as vllm_cpu_lora
 pytestmark = pytest.mark.vllm
 
 
-def _originals() -> ModuleType:
-    import vllm.lora.ops.torch_ops.lora_ops as patched
-
-    spec = importlib.util.spec_from_file_location("vllm_lora_ops_original", patched.__file__)
+def _from_source(patched: ModuleType, name: str) -> ModuleType:
+    """A fresh copy of `patched`'s module, run from its source file under `name`."""
+    spec = importlib.util.spec_from_file_location(name, patched.__file__)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _originals() -> ModuleType:
+    import vllm.lora.ops.torch_ops.lora_ops as patched
+
+    return _from_source(patched, "vllm_lora_ops_original")
 
 
 ORIGINAL = _originals()
@@ -107,12 +112,7 @@ def _original_wrapper_class() -> type:
     """vLLM's `PunicaWrapperCPU` from its source, calling the original ops."""
     import vllm.lora.punica_wrapper.punica_cpu as patched
 
-    name = "vllm.lora.punica_wrapper._punica_cpu_original"
-    spec = importlib.util.spec_from_file_location(name, patched.__file__)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _from_source(patched, "vllm.lora.punica_wrapper._punica_cpu_original")
     for op in ("bgmv_shrink", "bgmv_expand", "bgmv_expand_slice", "sgmv_shrink", "sgmv_expand",
                "sgmv_expand_slice"):  # fmt: skip
         setattr(module, op, getattr(ORIGINAL, op))
