@@ -1,11 +1,11 @@
 """Sizes of a reproduce run: flags, `REPRODUCE_*` environment variables, and presets.
 
 The full size is what `make reproduce` runs (sized for 45 minutes on 2 CPU cores with
-native bf16 and SmolLM2-135M: 39 with AMX, 65 with AVX512-BF16 alone); `reduced` was sized
-for 45 minutes on a 2-core fp32 AVX2 CPU (it took 54); `quick` is the tiny size the test
-runs on the tiny model. Every field can be set by a flag (`--test 6`) or by the environment
-(`REPRODUCE_TEST=6`, read by the settings class `SizeSettings`, typed as the field); flags
-win.
+native bf16 and SmolLM2-135M: 39 with AMX, 65 with AVX512-BF16 alone; 96 in fp32 on AVX2);
+`reduced` was sized for 45 minutes on a 2-core fp32 AVX2 CPU (it took 54); `quick` is the
+tiny size the test runs on the tiny model. Every field can be set by a flag (`--test 6`) or
+by the environment (`REPRODUCE_TEST=6`, read by the settings class `SizeSettings`, typed as
+the field); flags win.
 """
 
 from __future__ import annotations
