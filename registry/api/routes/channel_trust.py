@@ -11,6 +11,7 @@ from registry.api.deps import Approver, Reader, StateDep
 from registry.api.paths import ChannelName
 from registry.api.responses import READ, errors
 from registry.api.routes import PREFIX
+from registry.api.schema_types import JsonObject
 from registry.api.schemas import MAX_DB_INT, In, Out
 from registry.names import check_name
 from registry.services import channel_trust, trust_roots
@@ -22,7 +23,7 @@ RevisionNumber = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
 
 
 class RevisionSignatureCreate(In):
-    signature: dict[str, Any]  # {"keyid", "sig"}: a TUF signature of the revision's metadata
+    signature: JsonObject  # {"keyid", "sig"}: a TUF signature of the revision's metadata
 
 
 class RevisionSignatureAdded(Out):

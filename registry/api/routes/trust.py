@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query, Response
 from registry.api.deps import Admin, Reader, StateDep
 from registry.api.responses import READ, errors
 from registry.api.routes import PREFIX
+from registry.api.schema_types import JsonObject
 from registry.api.schemas import MAX_DB_INT, In, Out
 from registry.services import trust_roots
 
@@ -37,7 +38,7 @@ class TrustStatus(Out):
 
 
 class RootPublish(In):
-    metadata: dict[str, Any]  # the TUF root metadata (`signed` and `signatures`)
+    metadata: JsonObject  # the TUF root metadata (`signed` and `signatures`)
 
 
 class RootPublished(Out):
