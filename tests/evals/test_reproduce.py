@@ -2,16 +2,18 @@
 
 Suite -> adapters trained / merged by the library calls behind `weact train` / `weact merge`
 -> every method's test episodes -> the continual part through a real `weact serve` and its gate ->
-reports/reproduce.md and the chart. A second run reuses every adapter and only re-evaluates.
+reports/reproduce.md and the chart. A second run, `--resume`, reuses every adapter and reads
+every episode back (none runs again).
 
 In the default suite: eleven trainings, Full SFT, the continual part through `weact serve`,
 eight methods' episodes (WeAct-soft under the constrained choice, Full SFT on its own engine)
-and the reuse run; `python -m pytest tests/evals/test_reproduce.py --durations=3`.
+and the resumed run; `python -m pytest tests/evals/test_reproduce.py --durations=3`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -112,7 +114,10 @@ def test_reproduce_quick_runs_every_method_and_the_gate(backbone: Path, tmp_path
         sizes_from("quick"), out=tmp_path / "reports", work=tmp_path / "cache",
         backbone=backbone, engine="peft", preset="quick",
     )  # fmt: skip
-    outcome = reproduce(opts, log=lambda *_: None)
+    said: list[str] = []
+    outcome = reproduce(opts, log=said.append)
+    progress = re.compile(r"episodes: \w+ \d+/\d+ in")  # a fifth of a method's episodes ran
+    assert [line for line in said if progress.match(line)]
 
     assert set(outcome.rows) == set(METHODS)
     for row in outcome.rows.values():
@@ -167,10 +172,16 @@ def test_reproduce_quick_runs_every_method_and_the_gate(backbone: Path, tmp_path
     assert "refused (409)" in text
     assert outcome.ok
 
-    again = reproduce(Options(**{**opts.__dict__, "continual": False}), log=lambda *_: None)
+    # run again, resumed: every adapter from the cache, every episode read back, none rerun
+    said.clear()
+    again = reproduce(
+        Options(**{**opts.__dict__, "continual": False, "resume": True}), log=said.append
+    )
     assert again.built.reused
     assert all(again.built.reused.values())
-    assert again.rows == outcome.rows  # greedy episodes: the same scores
+    assert again.rows == outcome.rows
+    assert not [line for line in said if progress.match(line)], said
+    assert [line for line in said if line.startswith("episodes: weact_hard in")]
 
 
 def test_efficiency_shares_are_the_recorded_timings_summed() -> None:

@@ -27,7 +27,7 @@ def zero_size_tensors(count: int) -> bytes:
 
 def many_dims(dims: int) -> bytes:
     """One F32 tensor of one element whose shape has ``dims`` dimensions of 1."""
-    shape = b",".join([b"1"] * dims)
+    shape = b"1," * (dims - 1) + b"1"  # not a join over a list: 6 s for 33 M items
     header = b'{"x":{"dtype":"F32","shape":[' + shape + b'],"data_offsets":[0,4]}}'
     return _file(header, b"\0\0\0\0")
 
