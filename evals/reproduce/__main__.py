@@ -19,7 +19,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m evals.reproduce", description=__doc__)
     parser.add_argument(
         "--size", choices=["full", "reduced", "quick"], default=None,
-        help="full (default); reduced: 54 minutes on a 2-core fp32 AVX2 CPU; quick: the test's.",
+        help="full (default); reduced: 32 minutes on a 2-core fp32 AVX2 CPU; quick: the test's.",
     )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="Same as --size quick.")
     parser.add_argument("--estimate-only", action="store_true", help="Estimate, then stop.")

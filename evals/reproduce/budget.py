@@ -231,6 +231,6 @@ def budget_lines(
     if parts["total"] > BUDGET_S and preset != "reduced":
         lines.append(
             f"over {BUDGET_S // 60} minutes: `--size reduced` (make reproduce "
-            "REPRODUCE_ARGS='--size reduced') took 54 minutes on a 2-core fp32 AVX2 CPU"
+            "REPRODUCE_ARGS='--size reduced') took 32 minutes on a 2-core fp32 AVX2 CPU"
         )
     return lines

@@ -2,7 +2,7 @@
 
 The full size is what `make reproduce` runs (sized for 45 minutes on 2 CPU cores with
 native bf16 and SmolLM2-135M: 39 with AMX, 65 with AVX512-BF16 alone; 96 in fp32 on AVX2);
-`reduced` was sized for 45 minutes on a 2-core fp32 AVX2 CPU (it took 54); `quick` is the
+`reduced` is sized for 45 minutes on a 2-core fp32 AVX2 CPU (it took 32); `quick` is the
 tiny size the test runs on the tiny model. Every field can be set by a flag (`--test 6`) or
 by the environment (`REPRODUCE_TEST=6`, read by the settings class `SizeSettings`, typed as
 the field); flags win.
@@ -107,8 +107,10 @@ QUICK = Sizes(
 # Meant for 45 minutes on a 2-core fp32 AVX2 CPU: 2 train questions per kind, 5 test questions
 # per kind and shorter episodes; every method still runs, and the Single LoRA keeps its two
 # epochs (after one it scored 0 on every kind). Measured end to end on such a CPU (an AVX2-only
-# EPYC): 54 minutes (adapters 11 min, Full SFT 6, episodes 34), so it misses 45 there, and with
-# 2 train questions per kind every method scored 0 on the retrieval kinds.
+# EPYC): 54 minutes at f3a8699 (adapters 11 min, Full SFT 6, episodes 34); 31:43 at af3400b,
+# after the LoRA layers were grouped and the Single LoRA packed per trajectory (adapters 4 min,
+# Full SFT 2, episodes 20). With 2 train questions per kind every method scored 0 on the
+# retrieval kinds: it fits 45 minutes there, and separates nothing.
 REDUCED = replace(
     FULL,
     train=2,
