@@ -59,11 +59,14 @@ def silent_for(world: World, seconds: float) -> None:
         session.execute(update(SqlNode).values(last_heartbeat=then))
 
 
-@pytest.mark.parametrize(("interval", "fresh", "missed"), [(None, 19, 21), (3.0, 5, 7)])
+# `fresh`: over one interval, and seconds under two: the GET comes that much later on a loaded
+# machine (5 s of a 6 s limit, a 1 s margin as 19 of 20 had, failed once under fresh-ci)
+@pytest.mark.parametrize(("interval", "fresh", "missed"), [(None, 14, 21), (5.0, 7, 11)])
 def test_a_node_is_stale_after_two_missed_heartbeats(
     world: World, interval: float | None, fresh: float, missed: float
 ) -> None:
-    """2 x the interval the node states (10 s when it states none), not a fixed minute."""
+    """2 x the interval the node states (10 s when it states none), not one interval, not a
+    fixed minute."""
     revision = world.promote({"write": world.approved()["id"]})["revision"]["revision"]
     stated = {} if interval is None else {"heartbeat_s": interval}
     assert beat(world, "gpu-1", revision, **stated)["heartbeat_s"] == interval
