@@ -12,14 +12,15 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from evals.reproduce.config import Sizes, sizes_from
+from evals.reproduce.config import REDUCED_AVX2_MINUTES, Sizes, sizes_from
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m evals.reproduce", description=__doc__)
     parser.add_argument(
         "--size", choices=["full", "reduced", "quick"], default=None,
-        help="full (default); reduced: 32 minutes on a 2-core fp32 AVX2 CPU; quick: the test's.",
+        help=f"full (default); reduced: {REDUCED_AVX2_MINUTES} minutes on a 2-core fp32 AVX2 CPU; "
+        "quick: the test's.",
     )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="Same as --size quick.")
     parser.add_argument("--estimate-only", action="store_true", help="Estimate, then stop.")
