@@ -22,7 +22,7 @@ import click
 
 from clikit.errors import fail_cleanly
 from clikit.options import token_option
-from evals.engines import close_engine, library_key, make_engine
+from evals.engines import backbone_root, close_engine, library_key, make_engine
 from evals.errors import EvalError
 from evals.scoring import METRICS
 from registry.client.url_cli import registry_url_option
@@ -108,7 +108,13 @@ def _post(options: dict[str, Any], suite: Any, results: Mapping[str, Any], key: 
 )
 @click.option("--backbone", required=True, help="Backbone directory, or 'smollm2'.")
 @click.option("--adapter", "adapters", multiple=True, help="CAPABILITY=DIR (repeat).")
-@click.option("--results", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--results",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSONL of the finished items; the same command again resumes it. A file of another "
+    "run (suite, split, library, policy, backbone weights or episode caps) is refused.",
+)
 @click.option(
     "--policy",
     type=click.Choice(["hard", "soft", "choice"]),
@@ -178,11 +184,12 @@ def run(
         concurrency=options["concurrency"],
     )
     try:
+        weights = backbone_root(engine.backbone_dir)  # the results file names these weights
         with _progress(len(suite.questions[options["split"]][: options["limit"]])) as tick:
             settings.on_item = tick
             out = run_suite(
-                engine, suite, results=results, library=key, split=options["split"],
-                limit=options["limit"], settings=settings,
+                engine, suite, results=results, library=key, backbone=weights,
+                split=options["split"], limit=options["limit"], settings=settings,
             )  # fmt: skip
     finally:
         close_engine(engine)

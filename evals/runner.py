@@ -7,9 +7,10 @@ model choose. Episodes run concurrently (anyio tasks, `concurrency` at once); th
 engine interleaves sessions under its lock, a batching engine overlaps them.
 
 Every finished item is appended to a JSONL results file at once (one line, flushed), after a
-header naming the run (suite digest, split, library key, policy). Started again on the same
-file, the run skips the items already there: an interrupted evaluation continues where it
-stopped and never re-scores what it finished. A file of another run is refused.
+header naming the run (suite digest, split, library key, policy, the backbone's manifest root
+and the caps that shape an episode). Started again on the same file, the run skips the items
+already there: an interrupted evaluation continues where it stopped and never re-scores what
+it finished. A file of another run is refused: other weights or other caps are another run.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from tasks.trajectories import SYSTEM
 
 
 class ResultsMismatchError(EvalError, ValueError):
-    """A results file that belongs to another run (suite, split, library or policy)."""
+    """A results file that belongs to another run (suite, split, library, policy, backbone or
+    episode caps)."""
 
 
 @dataclass(frozen=True)
@@ -44,13 +46,17 @@ class RunKey:
     split: str
     library: str  # a library digest, or another stable name of the adapters evaluated
     policy: str
+    backbone: str  # the backbone's manifest root (`evals.engines.backbone_root`)
+    episode: dict[str, Any]  # the caps that shape an episode (`EpisodeSettings.shape`)
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "suite_digest": self.suite_digest,
             "split": self.split,
             "library": self.library,
             "policy": self.policy,
+            "backbone": self.backbone,
+            "episode": dict(self.episode),
         }
 
 
@@ -120,6 +126,19 @@ class ResultsLog:
             result = ItemResult.from_json(record)
             self.done[result.score.id] = result
 
+    @staticmethod
+    def holds(path: str | os.PathLike[str], key: RunKey) -> bool:
+        """Whether `path` is absent, empty or a results file of the run `key` (resumable)."""
+        path = Path(path)
+        if not path.exists() or not path.stat().st_size:
+            return True
+        with open(path, encoding="utf-8") as fh:
+            first = fh.readline()
+        try:
+            return bool(json.loads(first).get("run") == key.to_json())
+        except (json.JSONDecodeError, AttributeError):
+            return False
+
     def _write(self, obj: dict[str, Any]) -> None:
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
@@ -155,6 +174,16 @@ class EpisodeSettings:
     max_phase_steps: int | None = None  # with runtime_switches: generations per phase
     max_episode_tokens: int | None = None  # generated tokens per episode (None: no limit)
     on_item: Callable[[ItemResult], None] | None = field(default=None, repr=False)
+
+    def shape(self) -> dict[str, Any]:
+        """The caps that change what an episode is (not how many run at once)."""
+        return {
+            "max_steps": self.max_steps,
+            "max_new_tokens": self.max_new_tokens,
+            "runtime_switches": self.runtime_switches,
+            "max_phase_steps": self.max_phase_steps,
+            "max_episode_tokens": self.max_episode_tokens,
+        }
 
 
 def _policy(kind: str, question: Question, library: Sequence[str]) -> Any:
@@ -230,14 +259,17 @@ def run_suite(
     *,
     results: str | os.PathLike[str],
     library: str,
+    backbone: str,
     split: str = "test",
     limit: int | None = None,
     settings: EpisodeSettings | None = None,
 ) -> dict[str, ItemResult]:
-    """Run (or resume) `split` of the suite on `engine`; the per-item results, in order."""
+    """Run (or resume) `split` of the suite on `engine`, whose backbone's manifest root is
+    `backbone`; the per-item results, in order."""
     import anyio
 
     settings = settings or EpisodeSettings()
     questions = list(suite.questions[split])[:limit]
-    log = ResultsLog(results, RunKey(suite.digest, split, library, settings.policy))
+    key = RunKey(suite.digest, split, library, settings.policy, backbone, settings.shape())
+    log = ResultsLog(results, key)
     return anyio.run(run_questions, engine, suite, questions, log, settings)

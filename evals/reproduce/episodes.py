@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from evals.engines import close_engine, library_key, vllm_cpu_args
+from evals.engines import backbone_root, close_engine, library_key, vllm_cpu_args
 from evals.runner import EpisodeSettings, ItemResult, ResultsLog, RunKey, run_suite
 from evals.suite import Suite, load_suite
 
@@ -31,8 +31,11 @@ class MethodRun:
     policy: str  # "hard" or "soft"
     results: str  # JSONL results file
 
-    def key(self, suite_digest: str) -> RunKey:
-        return RunKey(suite_digest, "test", library_key(self.library), self.policy)
+    def key(self, suite_digest: str, backbone: str, episode: dict[str, Any]) -> RunKey:
+        """The run its results file must hold: `backbone` the manifest root of the weights it
+        runs on, `episode` the caps (`EpisodeSettings.shape`)."""
+        library = library_key(self.library)
+        return RunKey(suite_digest, "test", library, self.policy, backbone, episode)
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,21 @@ class Plan:
     def from_json(cls, obj: Mapping[str, Any]) -> Plan:
         methods = [MethodRun(**m) for m in obj["methods"]]
         return cls(**{**obj, "methods": methods})
+
+    def settings(
+        self, run: MethodRun, on_item: Callable[[ItemResult], None] | None = None
+    ) -> EpisodeSettings:
+        """A method's episode settings: the plan's caps, the runtime switching under hard."""
+        return EpisodeSettings(
+            policy=run.policy,
+            max_steps=self.max_steps,
+            max_new_tokens=self.max_new_tokens,
+            concurrency=self.concurrency,
+            runtime_switches=run.policy == "hard",
+            max_phase_steps=self.max_phase_steps,
+            max_episode_tokens=self.max_episode_tokens,
+            on_item=on_item,
+        )
 
 
 def _specs(method: str, library: Mapping[str, str]) -> list[Any]:
@@ -107,30 +125,29 @@ def run_plan(
     on_method: Callable[[str, float, dict[str, ItemResult]], None] | None = None,
     say: Callable[[str], None] | None = None,
 ) -> dict[str, dict[str, ItemResult]]:
-    """{method: {item id: result}} for every method of the plan (resumed where files exist);
-    `say` hears a progress line every fifth of a method's episodes."""
+    """{method: {item id: result}} for every method of the plan, resumed where its results
+    file holds this run (a file of other weights or caps is run again); `say` hears a
+    progress line every fifth of a method's episodes."""
     suite = load_suite(plan.suite)
     out: dict[str, dict[str, ItemResult]] = {}
     if not plan.methods:
         return out
+    weights = backbone_root(plan.backbone)
     engine = _engine(plan, plan.methods[0])
     try:
         for run in plan.methods:
             start = time.perf_counter()
             engine.set_library(_specs(run.method, run.library))
             engine.release_unused()
-            settings = EpisodeSettings(
-                policy=run.policy,
-                max_steps=plan.max_steps,
-                max_new_tokens=plan.max_new_tokens,
-                concurrency=plan.concurrency,
-                runtime_switches=run.policy == "hard",
-                max_phase_steps=plan.max_phase_steps,
-                max_episode_tokens=plan.max_episode_tokens,
-                on_item=_progress(run.method, len(suite.questions["test"]), say) if say else None,
-            )
+            progress = _progress(run.method, len(suite.questions["test"]), say) if say else None
+            settings = plan.settings(run, progress)
+            key = run.key(suite.digest, weights, settings.shape())
+            if not ResultsLog.holds(run.results, key):
+                Path(run.results).unlink()
+                if say is not None:
+                    say(f"episodes: {run.method}: its results are another run's; running again")
             out[run.method] = run_suite(
-                engine, suite, results=run.results, library=library_key(run.library),
+                engine, suite, results=run.results, library=key.library, backbone=weights,
                 split="test", settings=settings,
             )  # fmt: skip
             if on_method is not None:
@@ -143,8 +160,9 @@ def run_plan(
 def read_results(plan: Plan, suite: Suite) -> dict[str, dict[str, ItemResult]]:
     """The results files a (sub)process wrote, checked against their runs."""
     out = {}
+    weights = backbone_root(plan.backbone)
     for run in plan.methods:
-        log = ResultsLog(run.results, run.key(suite.digest))
+        log = ResultsLog(run.results, run.key(suite.digest, weights, plan.settings(run).shape()))
         out[run.method] = {q.id: log.done[q.id] for q in suite.questions["test"]}
     return out
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,6 +108,48 @@ def test_episodes_in_a_subprocess_report_each_methods_seconds(
     assert all(s > 0 for s in seconds.values())
     results = read_results(plan, suite)
     assert all(len(r) == len(suite.questions["test"]) for r in results.values())
+
+
+def test_resumed_episodes_are_kept_only_for_the_same_weights_and_caps(
+    backbone: Path, tmp_path: Path
+) -> None:
+    """`--resume` keeps a method's episodes only where its results file names the same
+    backbone weights and episode caps: a retrained Full SFT is another backbone under the same
+    zero library, and its old episodes were kept before the key named the backbone."""
+    from dataclasses import replace
+
+    from evals.reproduce.episodes import MethodRun, Plan, run_plan
+    from evals.suite import generate_suite, write_suite
+    from runtime.tiny import build_tiny_adapter, build_tiny_backbone
+
+    suite = generate_suite("research", seed=1, sizes={"train": 1, "dev": 1, "test": 1})
+    write_suite(suite, tmp_path / "suite")
+    adapter = build_tiny_adapter(backbone, tmp_path / "adapter", seed=1, rank=2)
+    library = {c: str(adapter) for c in ("plan", "search", "code", "write")}
+    results = tmp_path / "full_sft.jsonl"
+    plan = Plan(str(tmp_path / "suite"), str(backbone), "peft",
+                [MethodRun("full_sft", library, "hard", str(results))], 4, 3, 2, 1)  # fmt: skip
+    retrained = build_tiny_backbone(tmp_path / "retrained", seed=1)
+
+    def episodes_run(p: Plan) -> tuple[int, list[str]]:
+        said: list[str] = []
+        run_plan(p, say=said.append)
+        return sum(bool(re.match(r"episodes: full_sft \d+/\d+ in", x)) for x in said), said
+
+    def header() -> dict[str, Any]:
+        return dict(json.loads(results.read_text().splitlines()[0])["run"])
+
+    total = len(suite.questions["test"])
+    assert episodes_run(plan)[0] == total
+    first = header()
+    assert episodes_run(plan)[0] == 0  # the same run: every episode kept
+    count, said = episodes_run(replace(plan, backbone=str(retrained)))
+    assert count == total
+    assert "episodes: full_sft: its results are another run's; running again" in said
+    assert header()["backbone"] != first["backbone"]
+    assert header()["library"] == first["library"]
+    assert episodes_run(replace(plan, backbone=str(retrained), max_new_tokens=5))[0] == total
+    assert header()["episode"]["max_new_tokens"] == 5
 
 
 def test_reproduce_quick_runs_every_method_and_the_gate(backbone: Path, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from evals.suite import Suite
 from tasks.trajectories import CAPABILITIES, DESCRIPTIONS
 
 FAST = {"max_steps": 6, "max_new_tokens": 6, "concurrency": 3}
+WEIGHTS = "0" * 64  # what the results files say the backbone's manifest root is
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +52,7 @@ def test_a_run_scores_every_item_and_is_deterministic(
         small_suite,
         results=tmp_path / "a.jsonl",
         library="tiny",
+        backbone=WEIGHTS,
         limit=4,
         settings=settings,
     )
@@ -63,6 +65,14 @@ def test_a_run_scores_every_item_and_is_deterministic(
         "split": "test",
         "library": "tiny",
         "policy": "hard",
+        "backbone": WEIGHTS,
+        "episode": {
+            "max_steps": 6,
+            "max_new_tokens": 6,
+            "runtime_switches": False,
+            "max_phase_steps": None,
+            "max_episode_tokens": None,
+        },
     }
     assert sorted(line["id"] for line in lines[1:]) == sorted(ids)
     for result in first.values():
@@ -74,6 +84,7 @@ def test_a_run_scores_every_item_and_is_deterministic(
         small_suite,
         results=tmp_path / "b.jsonl",
         library="tiny",
+        backbone=WEIGHTS,
         limit=4,
         settings=EpisodeSettings(**FAST),
     )
@@ -90,6 +101,7 @@ def test_an_interrupted_run_continues_without_rescoring(
         small_suite,
         results=results,
         library="tiny",
+        backbone=WEIGHTS,
         limit=1,
         settings=EpisodeSettings(**FAST),
     )
@@ -99,20 +111,29 @@ def test_an_interrupted_run_continues_without_rescoring(
     results.write_text(json.dumps(header) + "\n" + json.dumps(done) + "\n")
     ran: list[str] = []
     out = run_suite(
-        engine, small_suite, results=results, library="tiny", limit=3,
+        engine, small_suite, results=results, library="tiny", backbone=WEIGHTS, limit=3,
         settings=EpisodeSettings(**FAST, on_item=lambda r: ran.append(r.score.id)),
     )  # fmt: skip
     assert sorted(ran) == sorted(q.id for q in questions[1:])
     assert (out[questions[0].id].score.em, out[questions[0].id].score.answer) == (0.5, "kept")
     assert len(_lines(results)) == 4
-    with pytest.raises(ResultsMismatchError, match="another results file"):
-        run_suite(
-            engine,
-            small_suite,
-            results=results,
-            library="tiny",
-            settings=EpisodeSettings(**FAST, policy="soft"),
-        )
+    other_runs = [
+        ({}, {"policy": "soft"}),
+        ({"backbone": "1" * 64}, {}),  # other weights under the same library
+        ({}, {"max_new_tokens": 7}),  # other caps make other episodes
+    ]
+    for run_args, caps in other_runs:
+        with pytest.raises(ResultsMismatchError, match="another results file"):
+            run_suite(
+                engine, small_suite, results=results,
+                **{"library": "tiny", "backbone": WEIGHTS, **run_args},
+                settings=EpisodeSettings(**{**FAST, **caps}),
+            )  # fmt: skip
+    assert len(_lines(results)) == 4  # refused: nothing written
+    more = EpisodeSettings(**{**FAST, "concurrency": 1})  # how many at once is the same run
+    run_suite(engine, small_suite, results=results, library="tiny", backbone=WEIGHTS,
+              limit=3, settings=more)  # fmt: skip
+    assert len(_lines(results)) == 4
 
 
 def test_item_results_round_trip() -> None:
