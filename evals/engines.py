@@ -1,4 +1,4 @@
-"""The engines an evaluation runs on, and the keys of the library and backbone it evaluates.
+"""The engines an evaluation runs on, and the key of the library it evaluates.
 
 Shared by `weact eval run` (`evals.run_cli`) and the reproduce run (`evals.reproduce`), so
 both size, start and stop an engine the same way.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from runtime.progress import Steps
@@ -24,13 +23,6 @@ def library_key(adapters: Mapping[str, str]) -> str:
 
     roots = {name: manifest_of_path(path).root for name, path in sorted(adapters.items())}
     return hashlib.sha256(json.dumps(roots, sort_keys=True).encode()).hexdigest()
-
-
-def backbone_root(backbone: str | Path) -> str:
-    """The manifest root of a backbone directory: the weights a results file says it ran on."""
-    from storage.manifest import manifest_of_path
-
-    return manifest_of_path(Path(backbone)).root
 
 
 def vllm_cpu_args(backbone: str, sequences: int) -> dict[str, Any]:

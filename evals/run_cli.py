@@ -22,7 +22,7 @@ import click
 
 from clikit.errors import fail_cleanly
 from clikit.options import token_option
-from evals.engines import backbone_root, close_engine, library_key, make_engine
+from evals.engines import close_engine, library_key, make_engine
 from evals.errors import EvalError
 from evals.scoring import METRICS
 from registry.client.url_cli import registry_url_option
@@ -184,7 +184,9 @@ def run(
         concurrency=options["concurrency"],
     )
     try:
-        weights = backbone_root(engine.backbone_dir)  # the results file names these weights
+        from storage.manifest import manifest_of_path
+
+        weights = manifest_of_path(engine.backbone_dir).root  # what the results file names
         with _progress(len(suite.questions[options["split"]][: options["limit"]])) as tick:
             settings.on_item = tick
             out = run_suite(

@@ -46,7 +46,7 @@ class RunKey:
     split: str
     library: str  # a library digest, or another stable name of the adapters evaluated
     policy: str
-    backbone: str  # the backbone's manifest root (`evals.engines.backbone_root`)
+    backbone: str  # the backbone's manifest root (`storage.manifest.manifest_of_path`)
     episode: dict[str, Any]  # the caps that shape an episode (`EpisodeSettings.shape`)
 
     def to_json(self) -> dict[str, Any]:
@@ -112,11 +112,13 @@ class ResultsLog:
 
     def _load(self) -> None:
         lines = self.path.read_text(encoding="utf-8").splitlines()
+        header = _run_in(lines[0])
         try:
-            header = json.loads(lines[0]).get("run")
             records = [json.loads(line) for line in lines[1:] if line.strip()]
-        except (json.JSONDecodeError, AttributeError) as exc:
+        except json.JSONDecodeError as exc:
             raise ResultsMismatchError(f"{self.path}: not a results file ({exc})") from None
+        if header is None:
+            raise ResultsMismatchError(f"{self.path}: not a results file (no header line)")
         if header != self.key.to_json():
             raise ResultsMismatchError(
                 f"{self.path} holds the run {header}, not {self.key.to_json()}: "
@@ -133,11 +135,7 @@ class ResultsLog:
         if not path.exists() or not path.stat().st_size:
             return True
         with open(path, encoding="utf-8") as fh:
-            first = fh.readline()
-        try:
-            return bool(json.loads(first).get("run") == key.to_json())
-        except (json.JSONDecodeError, AttributeError):
-            return False
+            return bool(_run_in(fh.readline()) == key.to_json())
 
     def _write(self, obj: dict[str, Any]) -> None:
         with open(self.path, "a", encoding="utf-8") as fh:
@@ -149,6 +147,14 @@ class ResultsLog:
         with self._lock:
             self._write(result.to_json())
             self.done[result.score.id] = result
+
+
+def _run_in(line: str) -> Any:
+    """The run a results file's header line names; None when the line is no header."""
+    try:
+        return json.loads(line).get("run")
+    except (json.JSONDecodeError, AttributeError):
+        return None
 
 
 class SuiteToolbox(McpToolbox):

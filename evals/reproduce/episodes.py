@@ -15,11 +15,11 @@ import json
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evals.engines import backbone_root, close_engine, library_key, vllm_cpu_args
+from evals.engines import close_engine, library_key, vllm_cpu_args
 from evals.runner import EpisodeSettings, ItemResult, ResultsLog, RunKey, run_suite
 from evals.suite import Suite, load_suite
 
@@ -49,6 +49,8 @@ class Plan:
     concurrency: int
     max_phase_steps: int | None = None
     max_episode_tokens: int | None = None
+    # the manifest root of `backbone`, hashed once where the plan is made (`cache.adapter_root`)
+    backbone_root: str = field(kw_only=True)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,7 +134,6 @@ def run_plan(
     out: dict[str, dict[str, ItemResult]] = {}
     if not plan.methods:
         return out
-    weights = backbone_root(plan.backbone)
     engine = _engine(plan, plan.methods[0])
     try:
         for run in plan.methods:
@@ -141,13 +142,13 @@ def run_plan(
             engine.release_unused()
             progress = _progress(run.method, len(suite.questions["test"]), say) if say else None
             settings = plan.settings(run, progress)
-            key = run.key(suite.digest, weights, settings.shape())
+            key = run.key(suite.digest, plan.backbone_root, settings.shape())
             if not ResultsLog.holds(run.results, key):
                 Path(run.results).unlink()
                 if say is not None:
                     say(f"episodes: {run.method}: its results are another run's; running again")
             out[run.method] = run_suite(
-                engine, suite, results=run.results, library=key.library, backbone=weights,
+                engine, suite, results=run.results, library=key.library, backbone=key.backbone,
                 split="test", settings=settings,
             )  # fmt: skip
             if on_method is not None:
@@ -160,9 +161,9 @@ def run_plan(
 def read_results(plan: Plan, suite: Suite) -> dict[str, dict[str, ItemResult]]:
     """The results files a (sub)process wrote, checked against their runs."""
     out = {}
-    weights = backbone_root(plan.backbone)
     for run in plan.methods:
-        log = ResultsLog(run.results, run.key(suite.digest, weights, plan.settings(run).shape()))
+        key = run.key(suite.digest, plan.backbone_root, plan.settings(run).shape())
+        log = ResultsLog(run.results, key)
         out[run.method] = {q.id: log.done[q.id] for q in suite.questions["test"]}
     return out
 

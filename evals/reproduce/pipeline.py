@@ -21,6 +21,7 @@ from evals.reproduce.build import (
     build_phases,
     phase_builder,
 )
+from evals.reproduce.cache import adapter_root
 from evals.reproduce.config import Sizes
 from evals.reproduce.efficiency import efficiency, efficiency_lines, stage_lines
 from evals.reproduce.episodes import MethodRun, Plan, read_results, run_in_subprocess, run_plan
@@ -232,7 +233,8 @@ def reproduce(opts: Options, log: Any = print) -> Outcome:
         runs = method_runs(built, results_dir, methods)
         plan = Plan(str(suite_dir), str(served), engine, runs,
                     sizes.max_new_tokens, sizes.max_steps, sizes.concurrency,
-                    sizes.max_phase_steps, sizes.max_episode_tokens)  # fmt: skip
+                    sizes.max_phase_steps, sizes.max_episode_tokens,
+                    backbone_root=adapter_root(served))  # fmt: skip
         log(f"episodes: starting the {engine} engine for {', '.join(methods)}")
         if engine == "vllm":
             seconds = run_in_subprocess(plan, str(VLLM_PYTHON), work / plan_file)

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from evals.reproduce.build import shuffled_answers
+from evals.reproduce.cache import adapter_root
 from evals.reproduce.config import ENV_PREFIX, QUICK, sizes_from
 from evals.reproduce.pipeline import Options, reproduce
 from evals.reproduce.report import METHODS
@@ -58,9 +60,9 @@ def test_one_vllm_engine_is_sized_for_the_largest_rank_of_every_method(
         MethodRun(m, {c: str(p) for c in caps}, "hard", str(tmp_path / f"{m}.jsonl"))
         for m, p in (("single_lora", small), ("ties", merged))
     ]
-    plan = Plan(str(tmp_path), str(backbone), "vllm", runs, 8, 4, 2)
+    plan = Plan(str(tmp_path), str(backbone), "vllm", runs, 8, 4, 2, backbone_root="-")
     assert plan_rank(plan) == 32  # vLLM's smallest rank >= 24, not the first method's 8
-    assert plan_rank(Plan(str(tmp_path), str(backbone), "vllm", runs[:1], 8, 4, 2)) == 8
+    assert plan_rank(replace(plan, methods=runs[:1])) == 8
 
 
 def test_the_vllm_kv_cache_holds_every_episode_at_once(tmp_path: Path) -> None:
@@ -100,7 +102,8 @@ def test_episodes_in_a_subprocess_report_each_methods_seconds(
                   str(tmp_path / f"{m}.jsonl"))
         for m in ("single_lora", "ties")
     ]  # fmt: skip
-    plan = Plan(str(tmp_path / "suite"), str(backbone), "peft", runs, 4, 3, 2, 1)
+    plan = Plan(str(tmp_path / "suite"), str(backbone), "peft", runs, 4, 3, 2, 1,
+                backbone_root=adapter_root(backbone))  # fmt: skip
 
     seconds = run_in_subprocess(plan, sys.executable, tmp_path / "plan.json")
 
@@ -116,8 +119,6 @@ def test_resumed_episodes_are_kept_only_for_the_same_weights_and_caps(
     """`--resume` keeps a method's episodes only where its results file names the same
     backbone weights and episode caps: a retrained Full SFT is another backbone under the same
     zero library, and its old episodes were kept before the key named the backbone."""
-    from dataclasses import replace
-
     from evals.reproduce.episodes import MethodRun, Plan, run_plan
     from evals.suite import generate_suite, write_suite
     from runtime.tiny import build_tiny_adapter, build_tiny_backbone
@@ -128,8 +129,10 @@ def test_resumed_episodes_are_kept_only_for_the_same_weights_and_caps(
     library = {c: str(adapter) for c in ("plan", "search", "code", "write")}
     results = tmp_path / "full_sft.jsonl"
     plan = Plan(str(tmp_path / "suite"), str(backbone), "peft",
-                [MethodRun("full_sft", library, "hard", str(results))], 4, 3, 2, 1)  # fmt: skip
+                [MethodRun("full_sft", library, "hard", str(results))], 4, 3, 2, 1,
+                backbone_root=adapter_root(backbone))  # fmt: skip
     retrained = build_tiny_backbone(tmp_path / "retrained", seed=1)
+    on_retrained = replace(plan, backbone=str(retrained), backbone_root=adapter_root(retrained))
 
     def episodes_run(p: Plan) -> tuple[int, list[str]]:
         said: list[str] = []
@@ -143,12 +146,12 @@ def test_resumed_episodes_are_kept_only_for_the_same_weights_and_caps(
     assert episodes_run(plan)[0] == total
     first = header()
     assert episodes_run(plan)[0] == 0  # the same run: every episode kept
-    count, said = episodes_run(replace(plan, backbone=str(retrained)))
+    count, said = episodes_run(on_retrained)
     assert count == total
     assert "episodes: full_sft: its results are another run's; running again" in said
     assert header()["backbone"] != first["backbone"]
     assert header()["library"] == first["library"]
-    assert episodes_run(replace(plan, backbone=str(retrained), max_new_tokens=5))[0] == total
+    assert episodes_run(replace(on_retrained, max_new_tokens=5))[0] == total
     assert header()["episode"]["max_new_tokens"] == 5
 
 
@@ -344,8 +347,6 @@ def test_a_training_seed_trains_other_adapters_on_the_same_questions(
     backbone: Path, tmp_path: Path
 ) -> None:
     """`--train-seed` moves the trainings (their own cache entries), never the data."""
-    from dataclasses import replace
-
     from evals.reproduce.build import adapter_root, phase_builder
     from evals.reproduce.pipeline import _suite
 
