@@ -1,8 +1,11 @@
 """The whole registry lifecycle through the real `weact` console script.
 
-`weact serve` runs as a subprocess on a free port (SQLite in a temp dir; the lifecycle also
-on PostgreSQL under `-m slow`); every step is another `weact ...` subprocess, parsed from
-`--json`. Independent steps run concurrently to keep the suite short.
+For the lifecycle and S3, `weact serve` runs as a subprocess on a free port (SQLite in a temp
+dir; the lifecycle also on PostgreSQL under `-m slow`); the other tests' subject is the
+commands, and they run against the registry served from the test process
+(`support.serving.registry_in_process`, `weact serve`'s preparation and app). Every step is
+another `weact ...` subprocess, parsed from `--json`. Independent steps run concurrently to
+keep the suite short.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from typing import Any
 import factories
 import httpx
 import pytest
+from support.serving import RunningRegistry, registry_in_process
 
-from registry.launcher import EmbeddedRegistry, embedded_registry
+from registry.launcher import embedded_registry
 
 WEACT = Path(sys.executable).with_name("weact")
 
@@ -31,7 +35,7 @@ WEACT = Path(sys.executable).with_name("weact")
 class Cli:
     """Runs `weact` with WEACT_URL set; `token=` picks the principal."""
 
-    registry: EmbeddedRegistry
+    registry: RunningRegistry
     cwd: Path
 
     def run(self, *args: str | Path, token: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -279,10 +283,11 @@ def test_people_get_tables_and_errors_are_one_line(sqlite_cli: Cli, tmp_path: Pa
 
 @pytest.fixture
 def sqlite_cli(tmp_path: Path) -> Iterator[Cli]:
-    """`weact serve` on its embedded defaults: SQLite and a blob dir under its workdir."""
+    """The registry on its embedded defaults (SQLite and a blob dir under its workdir),
+    served from this process."""
     workdir = tmp_path / "serve"
     workdir.mkdir()
-    with embedded_registry(workdir) as registry:
+    with registry_in_process(workdir) as registry:
         yield Cli(registry, tmp_path)
 
 

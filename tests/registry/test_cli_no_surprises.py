@@ -1,4 +1,5 @@
-"""The CLI without surprises, through the real `weact` console script and `weact serve`.
+"""The CLI without surprises, through the real `weact` console script against the registry
+served over HTTP from the test process (`support.serving.registry_in_process`).
 
 - `weact promote` to a channel that does not exist is refused unless `--create` (the API
   needs `create: true` too), and nothing is created; `weact gate` on an unknown channel is
@@ -22,16 +23,16 @@ from typing import Any
 import factories
 import httpx
 import pytest
+from support.serving import InProcessRegistry, registry_in_process
 
 from registry.client import RegistryClient
-from registry.launcher import EmbeddedRegistry, embedded_registry
 
 WEACT = Path(sys.executable).with_name("weact")
 
 
 @dataclass
 class Cli:
-    registry: EmbeddedRegistry
+    registry: InProcessRegistry
     cwd: Path
 
     def run(
@@ -67,7 +68,7 @@ class Cli:
 def cli(tmp_path: Path) -> Iterator[Cli]:
     workdir = tmp_path / "serve"
     workdir.mkdir()
-    with embedded_registry(workdir) as registry:
+    with registry_in_process(workdir) as registry:
         yield Cli(registry, tmp_path)
 
 

@@ -1,8 +1,9 @@
 """Signed trust through the CLI (issue 28): keys, the offline root, a strict registry.
 
-`weact key create` and `weact root ...` run offline; `weact serve --strict` (here through
-WEACT_STRICT / WEACT_TRUST_ROOT, as `--strict --root` set them) refuses a push without a
-publisher signature that meets the root, and an approval without an approver's signature.
+`weact key create` and `weact root ...` run offline; a strict registry (`weact serve`'s
+preparation and app, served from the test process; WEACT_STRICT / WEACT_TRUST_ROOT, as
+`--strict --root` set them) refuses a push without a publisher signature that meets the root,
+and an approval without an approver's signature.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import factories
 import httpx
 import pytest
 from click.testing import CliRunner
+from support.serving import InProcessRegistry, registry_in_process
 
 from cli.main import app
-from registry.launcher import EmbeddedRegistry, embedded_registry
 
 
 class Ran(NamedTuple):
@@ -111,23 +112,23 @@ def copy_root(made: Path, weact: Weact) -> Path:
 @pytest.fixture
 def strict(
     weact: Weact, made_root: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[EmbeddedRegistry]:
+) -> Iterator[InProcessRegistry]:
     root = copy_root(made_root, weact)
     assert oct((weact.cwd / "keys" / "pub.key").stat().st_mode & 0o777) == "0o600"
     monkeypatch.setenv("WEACT_TRUST_ROOT", str(root))
     monkeypatch.setenv("WEACT_STRICT", "1")
     (weact.cwd / "serve").mkdir()
-    with embedded_registry(weact.cwd / "serve", database_url) as server:
+    with registry_in_process(weact.cwd / "serve", database_url) as server:
         weact.url = server.url
         yield server
 
 
-def token(server: EmbeddedRegistry, name: str, role: str) -> str:
+def token(server: InProcessRegistry, name: str, role: str) -> str:
     return server.bootstrap_token(name, role)
 
 
 def test_a_strict_registry_takes_only_signed_pushes_and_approvals(
-    weact: Weact, strict: EmbeddedRegistry, tmp_path: Path
+    weact: Weact, strict: InProcessRegistry, tmp_path: Path
 ) -> None:
     admin, alice, bob = (
         token(strict, "root", "admin"),
@@ -183,7 +184,7 @@ def test_a_development_registry_takes_unsigned_pushes_and_serves_signatures(
     weact: Weact, tmp_path: Path
 ) -> None:
     (tmp_path / "serve").mkdir()
-    with embedded_registry(tmp_path / "serve") as server:
+    with registry_in_process(tmp_path / "serve") as server:
         weact.url = server.url
         admin, alice = token(server, "root", "admin"), token(server, "alice", "publisher")
         factories.write_backbone(tmp_path / "backbone")
@@ -201,7 +202,7 @@ def test_a_development_registry_takes_unsigned_pushes_and_serves_signatures(
 
 
 def test_approvers_sign_channel_revisions_and_the_registry_signs_timestamps(
-    weact: Weact, strict: EmbeddedRegistry, tmp_path: Path
+    weact: Weact, strict: InProcessRegistry, tmp_path: Path
 ) -> None:
     from registry.trust import TrustRoot
     from registry.trust.channel import check_timestamp, verify_revision_metadata, verify_timestamp

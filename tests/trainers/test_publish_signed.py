@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from support.fleet import PostgresUnavailable, fresh_pg_database
+from support.serving import registry_in_process
 from trainer_helpers import short
 
 from cli.main import app
 from registry.client import RegistryClient
-from registry.launcher import embedded_registry
 from registry.trust import TrustRoot, check_adapter, create_key, load_public_key, load_signer
 from registry.trust.statements import AdapterIdentity
 from storage.manifest import manifest_of_path
@@ -54,7 +54,7 @@ def strict(
     with pytest.MonkeyPatch.context() as env:
         env.setenv("WEACT_TRUST_ROOT", str(keys / "root.json"))
         env.setenv("WEACT_STRICT", "1")
-        with embedded_registry(tmp_path_factory.mktemp("registry"), database) as server:
+        with registry_in_process(tmp_path_factory.mktemp("registry"), database) as server:
             admin = RegistryClient(server.url, server.bootstrap_token("root", "admin"))
             admin.register_backbone(name="tiny", manifest=manifest_of_path(tiny_backbone).to_json())
             admin.create_capability(name="plan", description="plan adapter", order=0)
