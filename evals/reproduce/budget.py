@@ -208,9 +208,10 @@ def estimate(costs: UnitCosts, n: Counts, engine: str) -> dict[str, float]:
 
 def budget_lines(
     parts: Mapping[str, float], costs: UnitCosts, native: tuple[bool, Sequence[str]],
-    kernels: str, sizes: Sizes, preset: str, engine: str,
+    kernels: str, sizes: Sizes, preset: str, engine: str, reduced_total: float | None = None,
 ) -> list[str]:  # fmt: skip
-    """What `make reproduce` says before it starts."""
+    """What `make reproduce` says before it starts; `reduced_total`, the reduced size's
+    estimate with the same calibration, where the run is over budget."""
     ok, flags = native
     bf16 = (
         f"native ({', '.join(flags)})"
@@ -229,9 +230,10 @@ def budget_lines(
         + f"; whole run ~{parts['total'] / 60:.0f} min",
     ]
     if parts["total"] > BUDGET_S and preset != "reduced":
+        here = "" if reduced_total is None else f"estimated ~{reduced_total / 60:.0f} min here, "
         lines.append(
             f"over {BUDGET_S // 60} minutes: `--size reduced` (make reproduce "
-            f"REPRODUCE_ARGS='--size reduced') took {REDUCED_AVX2_MINUTES} minutes on a 2-core "
-            "fp32 AVX2 CPU"
+            f"REPRODUCE_ARGS='--size reduced'): {here}measured {REDUCED_AVX2_MINUTES} minutes "
+            "on one 2-core fp32 AVX2 EPYC (another took 1.7-2.0x as long for the same training)"
         )
     return lines

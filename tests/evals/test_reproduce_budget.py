@@ -81,6 +81,33 @@ def test_over_45_minutes_it_recommends_the_reduced_size() -> None:
     assert not any("--size reduced" in line for line in under)
 
 
+def test_over_budget_the_reduced_size_is_estimated_with_the_same_calibration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The offer of the reduced size carries its estimate on this machine (its unit costs,
+    the reduced size's counts): one AVX2 EPYC took 43 minutes for it, another did the same
+    training 1.9x slower. The calibration itself is the test above's."""
+    from evals.reproduce.__main__ import pre_run
+    from evals.suite import generate_suite
+    from runtime.tiny import build_tiny_backbone
+    from trainers.training import tokenizer_of
+
+    backbone = build_tiny_backbone(tmp_path / "backbone")
+    costs = budget.UnitCosts(lora_train=2e-3, full_train=5e-3, prefill=3e-4, decode=0.02)
+    monkeypatch.setattr(budget, "calibrate", lambda *_: costs)
+    sizes = replace(sizes_from("quick"), train=2, test=2)
+    monkeypatch.setattr(budget, "BUDGET_S", 0)  # every size is over it
+    lines = pre_run(sizes, "quick", "peft", backbone)
+    reduced = sizes_from("reduced", {"train_dtype": sizes.train_dtype})
+    suite = generate_suite("research", 0, {"train": reduced.train, "dev": 1, "test": reduced.test})
+    counts = budget.counts(suite, tokenizer_of(backbone), reduced)
+    minutes = budget.estimate(costs, counts, "peft")["total"] / 60
+    assert f"`--size reduced` (make reproduce REPRODUCE_ARGS='--size reduced'): estimated " \
+        f"~{minutes:.0f} min here, measured" in lines[-1], lines  # fmt: skip
+    asked = pre_run(sizes, "reduced", "peft", backbone)  # the reduced size offers no other
+    assert not any("--size reduced" in line for line in asked), asked
+
+
 def test_the_reduced_size_is_smaller_and_keeps_every_method() -> None:
     reduced = sizes_from("reduced")
     assert reduced.train < FULL.train
