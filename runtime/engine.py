@@ -60,6 +60,9 @@ class ScoredBranches:
     prefilled: int  # context and prefix tokens run through the model
     seconds: float
     cache_hit: int = 0  # context tokens served from a cached prefix
+    # the share of `seconds` spent re-processing history that other weights ran since the
+    # active configuration last did (the switch's KV rebuild, as `GenerationResult.rebuild_s`)
+    rebuild_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,7 @@ class EngineSession(ABC):
                 on_token(token)
         return GenerationResult(
             out, self.detokenize(out), "stop", scored.prefilled, len(out), scored.seconds,
-            0.0, 0.0, scored.cache_hit,
+            0.0, scored.rebuild_s, scored.cache_hit,
         )  # fmt: skip
 
     def score_branches(

@@ -61,7 +61,9 @@ def efficiency_lines(rows: Mapping[str, Mapping[str, float]], engine: str) -> li
         "slot happens inside that request's prefill, so it is counted there, not here). KV "
         "rebuild: prefill time re-processing history the episode had already run under "
         "another configuration (vLLM times requests, not tokens: its prefill time scaled by "
-        "the rebuilt share of its tokens). Episodes run concurrently, so times to answer are "
+        "the rebuilt share of its tokens); for WeAct-soft that includes the bare backbone's "
+        "scoring of each choice, which re-processes the phase an adapter ran under every "
+        "listing of load_lora. Episodes run concurrently, so times to answer are "
         "latencies under the run's load. The paper: adapter control "
         f"{PAPER_SHARES['switch']} % and cache handling {PAPER_SHARES['rebuild']} % of time.",
         "",

@@ -64,3 +64,30 @@ def test_vllm_chooses_the_move_the_reference_engine_chooses(
                 assert v[prefix] == pytest.approx(p[prefix], abs=2e-2)
         moves.append(chosen_move(options, got).move)
     assert set(moves) <= {*vllm_engine.adapters, "answer"}
+
+
+def test_a_choice_after_a_phase_counts_its_rebuild_on_vllm(vllm_engine: Any) -> None:
+    """As on the reference engine: the first choice rebuilds nothing, the adapter loaded
+    after it rebuilds the opening, and the next choice re-processes the adapter's phase. A
+    question no other test asks: vLLM's prefix cache is the engine's, and blocks another
+    session cached are served, not rebuilt."""
+    options = choice_options(vllm_engine.tokenizer, vllm_engine.adapters, "Done.")
+    opts = [o.ids for o in options]
+    ctxs = contexts(vllm_engine, "Which rebuild does a choice count after a phase?")
+    session = vllm_engine.new_session()
+    try:
+        session.append(ctxs[0])
+        first = session.choose(opts, ctxs)
+        assert (first.rebuild_s, session.rebuilt_tokens) == (0.0, 0)
+        session.activate("plan")
+        assert session.generate(6).rebuild_s > 0
+        session.deactivate()
+        before = session.rebuilt_tokens
+        header = encode(vllm_engine.tokenizer, ASSISTANT_HEADER)
+        tail = list(session.history[len(ctxs[0]) :]) + header
+        session.append(header)
+        again = session.choose(opts, [c + tail for c in ctxs])
+        assert 0 < again.rebuild_s <= again.prefill_s
+        assert 0 < session.rebuilt_tokens - before <= again.prefilled
+    finally:
+        session.close()

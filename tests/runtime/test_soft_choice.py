@@ -172,6 +172,36 @@ def test_the_scores_are_the_models_log_probabilities(engine: Any, config: str | 
     assert list(session.history) == contexts[1] + list(result.token_ids)
 
 
+def test_a_choice_after_a_phase_rebuilds_what_the_adapter_ran(engine: Any) -> None:
+    """The bare backbone re-processes the phase an adapter ran, under each rotated listing:
+    a KV rebuild as after any switch, counted in the choice's time; the first choice of an
+    episode rebuilds nothing, and the adapter loaded after it rebuilds the opening."""
+    options = choice_options(engine.tokenizer, engine.adapters, "Done.")
+    opts = [o.ids for o in options]
+    caps = sorted(engine.adapters)
+    openings = [opening(engine, order) for order in rotations(caps)]
+    session = engine.new_session()
+    session.append(openings[0])
+    first = session.choose(opts, openings)
+    assert (first.rebuild_s, session.rebuilt_tokens) == (0.0, 0)
+
+    session.activate("plan")
+    phase = session.generate(6)
+    assert phase.rebuild_s > 0  # plan re-processes the opening the backbone ran
+    assert session.rebuilt_tokens == len(openings[0]) - 1
+    session.deactivate()
+    before, ran = session.rebuilt_tokens, len(session.history)
+    since = list(session.history[len(openings[0]) :])
+    session.append(encode(engine.tokenizer, ASSISTANT_HEADER))
+    tail = since + encode(engine.tokenizer, ASSISTANT_HEADER)
+    again = session.choose(opts, [o + tail for o in openings])
+    assert 0 < again.rebuild_s <= again.prefill_s
+    # what plan ran beyond the backbone's cache (the opening), once per listing
+    span = ran - 1 - (len(openings[0]) - 1)
+    assert session.rebuilt_tokens - before == len(openings) * span
+    session.close()
+
+
 def greedy(options: list[tuple[int, ...]], logprobs: dict[Any, dict[int, float]]) -> int:
     """The masked greedy decode that the rotation-averaged choice replaced, from the same
     scores: at each point where the options part ways, the likelier token."""
@@ -230,6 +260,11 @@ def test_a_constrained_soft_episode_loads_adapters_on_the_tiny_model(engine: Any
     choices = [e for e in chosen.events if e["type"] == "choice"]
     assert choices
     assert choices[0]["move"] == chosen.control.loaded[0]
+    # the first choice rebuilds nothing; the adapter it loads re-processes the opening
+    steps = chosen.steps
+    assert (steps[0].active, steps[0].rebuild_s) == (None, 0.0)
+    assert steps[1].active == chosen.control.loaded[0]
+    assert steps[1].rebuild_s > 0
     # the first choice was scored after the question under each rotation of the listing
     caps = sorted(engine.adapters)
     assert seen[0] == [opening(engine, order, PLAN) for order in rotations(caps)]

@@ -79,7 +79,7 @@ class PeftSession(EngineSession):
         self._library = dict(engine._library)
         self._history: list[int] = []
         self._seen = 0  # history tokens that went through the model under any configuration
-        self.rebuilt_tokens = 0  # history tokens re-processed under new weights by generate
+        self.rebuilt_tokens = 0  # history tokens re-processed under new weights (generate, score)
         self.caches = PrefixCacheStore(cache_budget_bytes)
         self._locks: dict[Config, threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -174,27 +174,38 @@ class PeftSession(EngineSession):
     ) -> ScoredBranches:
         """Each context forwarded once from the active configuration's cache of the history
         (as far as it agrees with it; the history's own cache is brought up to date on the
-        way), then the prefixes as one batch after it (`kvcache.score_after`)."""
+        way), then the prefixes as one batch after it (`kvcache.score_after`).
+
+        A rebuild, as for `generate`: history that other weights ran since this
+        configuration's cache of it ends, in the history's own update and in each rotated
+        context's forward (the part of that forward's time, by its share of tokens)."""
         self._check_open()
         config = self._active
         start = time.perf_counter()
-        logprobs, prefilled, hit = [], 0, 0
+        logprobs, prefilled, hit, rebuild_s = [], 0, 0, 0.0
         with self._engine.foreground(), self._lock(config):
             entry = self.caches.checkout(config) or new_entry(self._engine.model)
             try:
                 end = max(0, len(self._history) - 1)
                 crop(entry, end)
+                seen, own = self._seen, entry.length
                 if end > entry.length:
-                    prefilled += self._feed(config, entry, end).tokens
+                    pre = self._feed(config, entry, end)
+                    prefilled, rebuild_s = prefilled + pre.tokens, rebuild_s + pre.rebuild_s
                 for context in contexts:
+                    began = time.perf_counter()
                     scored, run, shared = self._engine.score(
                         self._key(config), entry, self._history, context, wanted
                     )
+                    again = min(run, max(0, min(seen, len(context)) - max(shared, own)))
+                    self.rebuilt_tokens += again
+                    rebuild_s += (time.perf_counter() - began) * again / run if run else 0.0
                     logprobs.append(scored)
                     prefilled, hit = prefilled + run, hit + shared
             finally:
                 self.caches.checkin(config, entry)
-        return ScoredBranches(logprobs, prefilled, time.perf_counter() - start, hit)
+        seconds = time.perf_counter() - start
+        return ScoredBranches(logprobs, prefilled, seconds, hit, rebuild_s)
 
     def detokenize(self, ids: Sequence[int]) -> str:
         return self._decode_text(list(ids))

@@ -154,9 +154,15 @@ class VllmSession(EngineSession):
         default `logprobs_mode`; `prompt_logprobs` would score whole options in one request
         each, but vLLM's CPU LoRA path fails on it: "logits rows outnumber the sampler's
         LoRA indices"). All requests are in flight at once; vLLM batches them and its prefix
-        cache serves the shared context."""
+        cache serves the shared context.
+
+        A rebuild, as for `generate`: history that other weights ran since the active
+        configuration last scored or generated, counted in each request (each rotated
+        context re-processes it too). Afterwards the history counts as run under the active
+        configuration, so the adapter loaded next rebuilds what the choice ran."""
         self._check_open()
         driver, lora = self._engine.driver, self.lora_request(self._active)
+        seen, own = self._seen, self._seen_under.get(self._active, 0)
         start = time.perf_counter()
         futures = [
             driver.submit(driver.agenerate([*c, *prefix], lora, 1, scored=tokens))
@@ -165,7 +171,7 @@ class VllmSession(EngineSession):
         ]
         wait_futures(futures)
         done = iter([f.result() for f in futures])
-        logprobs, prefilled, cached = [], 0, 0
+        logprobs, prefilled, cached, rebuilt = [], 0, 0, 0
         for _ in contexts:
             table = {}
             for prefix, tokens in wanted.items():
@@ -173,8 +179,19 @@ class VllmSession(EngineSession):
                 table[prefix] = {t: completion.logprobs[0][t] for t in tokens}
                 prefilled += completion.prompt_tokens - completion.cached_tokens
                 cached += completion.cached_tokens
+                rebuilt += rebuilt_tokens(
+                    seen, own, completion.prompt_tokens, completion.cached_tokens,
+                    driver.block_size,
+                )  # fmt: skip
             logprobs.append(table)
-        return ScoredBranches(logprobs, prefilled, time.perf_counter() - start, cached)
+        seconds = time.perf_counter() - start
+        self.rebuilt_tokens += rebuilt
+        self._seen = max(self._seen, len(self._history))
+        with self._guard:
+            ran = self._seen_under.get(self._active, 0)
+            self._seen_under[self._active] = max(ran, len(self._history))
+        rebuild_s = seconds * rebuilt / prefilled if prefilled else 0.0
+        return ScoredBranches(logprobs, prefilled, seconds, cached, rebuild_s)
 
     def detokenize(self, ids: Sequence[int]) -> str:
         return self._text(ids)
