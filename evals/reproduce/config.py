@@ -1,7 +1,7 @@
 """Sizes of a reproduce run: flags, `REPRODUCE_*` environment variables, and presets.
 
 The full size is what `make reproduce` runs (sized for 45 minutes on 2 CPU cores with
-native bf16 and SmolLM2-135M: 39 with AMX, 65 with AVX512-BF16 alone; 96 in fp32 on AVX2);
+native bf16 and SmolLM2-135M: 23-39 with AMX, 57 with AVX512-BF16 alone; 96 in fp32 on AVX2);
 `reduced` is sized for 45 minutes on a 2-core fp32 AVX2 CPU (it took 43 on one; another
 trained 1.7-2.0x slower: the pre-run estimate says what it will take here); `quick` is the
 tiny size the test runs on the tiny model. Every field can be set by a flag (`--test 6`) or
