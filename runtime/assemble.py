@@ -51,6 +51,8 @@ def build_engine(
             "max_loras": settings.vllm_max_loras,
             "max_lora_rank": settings.vllm_max_lora_rank,
         }
+        if settings.vllm_kv_cache_mib is not None:
+            options["kv_cache_memory_bytes"] = settings.vllm_kv_cache_mib * 2**20
     try:
         return engine_class(kind)(backbone, specs, **options)  # type: ignore[no-any-return]
     except ValueError as exc:

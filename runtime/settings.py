@@ -31,6 +31,10 @@ class RuntimeSettings(BaseSettings):
     # starts empty: 8 slots of rank 64)
     vllm_max_loras: int | None = Field(default=None, gt=0)
     vllm_max_lora_rank: int | None = Field(default=None, gt=0)
+    # vLLM engine: its KV cache in MiB; unset, vLLM's share of the GPU, or 512 MiB of host RAM
+    # on CPU (~11,600 SmolLM2-135M tokens in fp32): concurrent episodes past that evict each
+    # other's cached prefixes and rebuild them at every switch
+    vllm_kv_cache_mib: int | None = Field(default=None, gt=0)
 
 
 @lru_cache(maxsize=1)
