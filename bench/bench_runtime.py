@@ -587,7 +587,7 @@ def bench_vllm(backbone: Path, specs: list[AdapterSpec], n: int, t0: float) -> N
     from runtime.engines.vllm.engine import kv_cache_bytes
 
     # a KV cache that holds the n concurrent episodes' full contexts, as `make reproduce`
-    # sizes it (`evals.engines.vllm_cpu_args`); the engine's 512 MiB default holds ~11,000
+    # sizes it (`evals.engines.vllm_cpu_args`); the engine's 512 MiB default holds ~11,600
     # fp32 tokens here, and 8 episodes at once evicted each other's cached prefixes
     kv = max(2**30, kv_cache_bytes(backbone, n, 4096, "float32"))
     options = {
