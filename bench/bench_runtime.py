@@ -583,19 +583,13 @@ def uptime() -> str:
 
 
 def bench_vllm(backbone: Path, specs: list[AdapterSpec], n: int, t0: float) -> None:
+    from evals.engines import vllm_cpu_args
     from runtime.engines.vllm import VllmEngine
-    from runtime.engines.vllm.engine import kv_cache_bytes
 
-    # a KV cache that holds the n concurrent episodes' full contexts, as `make reproduce`
-    # sizes it (`evals.engines.vllm_cpu_args`); the engine's 512 MiB default holds ~11,600
-    # fp32 tokens here, and 8 episodes at once evicted each other's cached prefixes
-    kv = max(2**30, kv_cache_bytes(backbone, n, 4096, "float32"))
-    options = {
-        "dtype": "float32",
-        "max_model_len": 4096,
-        "block_size": 32,
-        "kv_cache_memory_bytes": kv,
-    }
+    # fp32, and a KV cache that holds the n concurrent episodes' full contexts, as `make
+    # reproduce` sizes it: the engine's 512 MiB default holds ~11,600 fp32 tokens here, and
+    # 8 episodes at once evicted each other's cached prefixes
+    options = vllm_cpu_args(str(backbone), n, "float32")
     with VllmEngine(backbone, specs, **options) as engine:
         print(f"setup (SmolLM2, adapters, vLLM start): {time.perf_counter() - t0:.1f} s")
         session = engine.new_session()

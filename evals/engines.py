@@ -25,14 +25,15 @@ def library_key(adapters: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(roots, sort_keys=True).encode()).hexdigest()
 
 
-def vllm_cpu_args(backbone: str, sequences: int) -> dict[str, Any]:
-    """vLLM's CPU build: bf16 where it can, short contexts, and a KV cache (host RAM) that
-    holds `sequences` full contexts at once, at least 1 GiB: a smaller one preempts episodes
-    and recomputes them (`bench/bench_vllm_kv.py`: 40 requests of ~2,200 tokens decode 27
-    tok/s in 1 GiB, 87 tok/s in the 3.5 GiB this sizes). Read when an engine starts."""
+def vllm_cpu_args(backbone: str, sequences: int, dtype: str | None = None) -> dict[str, Any]:
+    """vLLM's CPU build: bf16 where it can (or `dtype`), short contexts, and a KV cache (host
+    RAM) that holds `sequences` full contexts at once, at least 1 GiB: a smaller one preempts
+    episodes and recomputes them (`bench/bench_vllm_kv.py`: 40 requests of ~2,200 tokens
+    decode 27 tok/s in 1 GiB, 87 tok/s in the 3.5 GiB this sizes). Read when an engine
+    starts."""
     from runtime.engines.vllm.engine import cpu_dtype, kv_cache_bytes
 
-    dtype, max_len = cpu_dtype(), 4096
+    dtype, max_len = dtype or cpu_dtype(), 4096
     return {
         "dtype": dtype,
         "max_model_len": max_len,
