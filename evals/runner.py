@@ -71,6 +71,7 @@ class ItemResult:
     # adapter control (load/offload) and KV rebuild after a switch; None in older files
     switch_s: float | None = None
     rebuild_s: float | None = None
+    prefilled: int | None = None  # prompt tokens the engine processed (not served from cache)
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -82,6 +83,8 @@ class ItemResult:
         }
         if self.switch_s is not None and self.rebuild_s is not None:
             out["switch_s"], out["rebuild_s"] = round(self.switch_s, 6), round(self.rebuild_s, 6)
+        if self.prefilled is not None:
+            out["prefilled"] = self.prefilled
         return out
 
     @classmethod
@@ -93,6 +96,7 @@ class ItemResult:
         return cls(
             score, obj.get("finish_reason"), int(obj["decoded"]), float(obj["elapsed_s"]), loads,
             float(obj["switch_s"]) if timed else None, float(obj["rebuild_s"]) if timed else None,
+            int(obj["prefilled"]) if "prefilled" in obj else None,
         )  # fmt: skip
 
 
@@ -225,7 +229,7 @@ async def _episode(
         spent = totals(episode)
         return ItemResult(
             score, episode.finish_reason, episode.decoded, episode.elapsed_s, loads,
-            spent["switch_s"], spent["rebuild_s"],
+            spent["switch_s"], spent["rebuild_s"], int(spent["prefilled"]),
         )  # fmt: skip
     finally:
         manager.close_all()

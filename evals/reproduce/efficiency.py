@@ -23,7 +23,8 @@ BASELINE = "full_sft"  # time to answer is compared with Full SFT's
 
 def efficiency(results: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """{method: {"n", "elapsed_s", "switch_s", "rebuild_s", "switch_share", "rebuild_share",
-    "answer_mean_s", "answer_median_s", and "vs_full_sft" (mean time to answer / Full SFT's)}}
+    "answer_mean_s", "answer_median_s", "decoded_mean", "vs_full_sft" (mean time to answer /
+    Full SFT's), and "prefilled_mean" where every episode recorded its prefilled tokens}}
     for the methods whose every episode recorded its switch and rebuild seconds."""
     out: dict[str, dict[str, float]] = {}
     for method, items in results.items():
@@ -42,7 +43,10 @@ def efficiency(results: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, 
             "rebuild_share": rebuild / elapsed if elapsed > 0 else 0.0,
             "answer_mean_s": elapsed / len(done),
             "answer_median_s": median(r.elapsed_s for r in done),
+            "decoded_mean": sum(r.decoded for r in done) / len(done),
         }
+        if all(r.prefilled is not None for r in done):
+            out[method]["prefilled_mean"] = sum(r.prefilled or 0 for r in done) / len(done)
     base = out.get(BASELINE)
     if base and base["answer_mean_s"] > 0:
         for row in out.values():
@@ -63,20 +67,24 @@ def efficiency_lines(rows: Mapping[str, Mapping[str, float]], engine: str) -> li
         "another configuration (vLLM times requests, not tokens: its prefill time scaled by "
         "the rebuilt share of its tokens); for WeAct-soft that includes the bare backbone's "
         "scoring of each choice, which re-processes the phase an adapter ran under every "
-        "listing of load_lora. Episodes run concurrently, so times to answer are "
+        "listing of load_lora. Tokens per episode: prompt tokens the engine processed (not "
+        "served from its prefix cache; a choice's scoring included) and tokens generated, "
+        "what the time goes on. Episodes run concurrently, so times to answer are "
         "latencies under the run's load. The paper: adapter control "
         f"{PAPER_SHARES['switch']} % and cache handling {PAPER_SHARES['rebuild']} % of time.",
         "",
-        "| Method | episodes | adapter control | KV rebuild | time to answer, mean (median) "
-        "| vs Full SFT |",
-        "|---|---|---|---|---|---|",
+        "| Method | episodes | adapter control | KV rebuild | tokens per episode: prefilled, "
+        "decoded | time to answer, mean (median) | vs Full SFT |",
+        "|---|---|---|---|---|---|---|",
     ]
     for method in [m for m in METHODS if m in rows]:
         r = rows[method]
         versus = f"{r['vs_full_sft']:.2f}x" if "vs_full_sft" in r else ""
+        prefilled = f"{r['prefilled_mean']:.0f}" if "prefilled_mean" in r else "?"
         lines.append(
             f"| {LABELS[method]} | {int(r['n'])} | {100 * r['switch_share']:.2f} % "
             f"({r['switch_s']:.2f} s) | {100 * r['rebuild_share']:.2f} % ({r['rebuild_s']:.1f} s) "
+            f"| {prefilled}, {r['decoded_mean']:.0f} "
             f"| {r['answer_mean_s']:.1f} s ({r['answer_median_s']:.1f} s) | {versus} |"
         )
     return lines

@@ -187,6 +187,8 @@ def test_reproduce_quick_runs_every_method_and_the_gate(backbone: Path, tmp_path
     assert hard["switch_s"] > 0
     assert 0 < hard["switch_share"] < 1
     assert "vs_full_sft" in hard
+    assert hard["prefilled_mean"] > 0  # the engine's own counts
+    assert hard["decoded_mean"] > 0
     assert "## Efficiency: where episode time went" in text
     assert f"| WeAct-hard | {len(KINDS) * QUICK.test} | {100 * hard['switch_share']:.2f} %" in text
     stages = text[text.index("## Stage times") :]
@@ -241,7 +243,11 @@ def test_efficiency_shares_are_the_recorded_timings_summed() -> None:
 
     def item(n: int, switch: float | None, rebuild: float | None) -> ItemResult:
         score = ItemScore(f"q{n}", "name", "a", 0.0, 0.0, 0.0, 0.0)
-        return ItemResult(score, "answer", 5, rng.uniform(1, 9), (), switch, rebuild)
+        timed = switch is not None
+        return ItemResult(
+            score, "answer", 5 + n, rng.uniform(1, 9), (), switch, rebuild,
+            100 * n if timed else None,
+        )  # fmt: skip
 
     hard = {f"q{n}": item(n, rng.uniform(0, 0.5), rng.uniform(0, 1)) for n in range(6)}
     full = {f"q{n}": item(n, 0.0, rng.uniform(0, 1)) for n in range(6)}
@@ -259,12 +265,21 @@ def test_efficiency_shares_are_the_recorded_timings_summed() -> None:
     full_mean = sum(r.elapsed_s for r in full.values()) / 6
     assert rows["weact_hard"]["vs_full_sft"] == pytest.approx(elapsed / 6 / full_mean)
     assert rows["full_sft"]["switch_share"] == 0
+    # tokens per episode: prefilled 0, 100, ..., 500 and decoded 5, ..., 10 -> means 250, 7.5
+    assert (rows["weact_hard"]["prefilled_mean"], rows["weact_hard"]["decoded_mean"]) == (
+        250.0, 7.5,
+    )  # fmt: skip
     line = next(x for x in efficiency_lines(rows, "peft") if x.startswith("| WeAct-hard"))
     assert f"{100 * rows['weact_hard']['switch_share']:.2f} %" in line
-    # the timings survive the results file
+    assert "| 250, 8 |" in line
+    # the timings and tokens survive the results file; an older file's items have neither
     again = ItemResult.from_json(hard["q1"].to_json())
     assert again.switch_s == pytest.approx(hard["q1"].switch_s, abs=1e-6)
-    assert ItemResult.from_json(old["q0"].to_json()).switch_s is None
+    assert again.prefilled == 100
+    older = ItemResult.from_json(old["q0"].to_json())
+    assert (older.switch_s, older.prefilled) == (None, None)
+    untallied = {"q0": ItemResult(old["q0"].score, "answer", 5, 1.0, (), 0.0, 0.0)}
+    assert "prefilled_mean" not in efficiency({"backbone": untallied})["backbone"]
 
 
 def test_shuffled_answers_give_every_question_another_answer() -> None:
