@@ -113,7 +113,9 @@ QUICK = Sizes(
 # for the run, 47:45 with the venvs built by it; WeAct-hard learns name and year (75 %, 50 %)
 # and the Single LoRA name (75 %); the merges, WeAct-soft and Full SFT (8 AdamW steps) stay at
 # 0, WeAct-hard's 25.0 % ahead of each by 5 discordant questions of 20: p=0.062, short of
-# significance.
+# significance. With `--test 8` (another such EPYC, training as fast): 63:45, the episodes
+# twice as long (WeAct-soft's a third of them); WeAct-hard 15.0 % ahead of four rows at 0
+# (p=0.031), the Single LoRA 37.5 % ahead of WeAct-hard (p=0.022).
 REDUCED = replace(
     FULL,
     train=4,
