@@ -68,8 +68,9 @@ def efficiency_lines(rows: Mapping[str, Mapping[str, float]], engine: str) -> li
         "the rebuilt share of its tokens); for WeAct-soft that includes the bare backbone's "
         "scoring of each choice, which re-processes the phase an adapter ran under every "
         "listing of load_lora. Tokens per episode: prompt tokens the engine processed (not "
-        "served from its prefix cache; a choice's scoring included) and tokens generated, "
-        "what the time goes on. Episodes run concurrently, so times to answer are "
+        "served from its prefix cache; a choice's scoring included) and tokens generated (a "
+        "chosen move's included), what the time goes on. Episodes run concurrently, so times "
+        "to answer are "
         "latencies under the run's load. The paper: adapter control "
         f"{PAPER_SHARES['switch']} % and cache handling {PAPER_SHARES['rebuild']} % of time.",
         "",
