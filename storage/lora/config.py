@@ -1,6 +1,6 @@
 """``adapter_config.json`` of a PEFT LoRA adapter: every field validated, every problem listed.
 
-The field table follows peft 0.21's ``LoraConfig``. A field is one of:
+The field table follows peft 0.22's ``LoraConfig``. A field is one of:
 
 - **core**, parsed into `LoraConfig`: ``peft_type`` ("LORA", required), ``r`` (int in
   1..MAX_RANK, required), ``lora_alpha`` (finite number in (0, MAX_ALPHA], required; PEFT's

@@ -1,6 +1,6 @@
 """The fields of ``adapter_config.json`` besides the core ones: harmless, off, or unknown.
 
-Follows peft 0.21's ``LoraConfig`` (see `storage.lora.config` for the rules). Every check
+Follows peft 0.22's ``LoraConfig`` (see `storage.lora.config` for the rules). Every check
 returns problems as strings that name the field; nothing is raised here.
 """
 
@@ -30,6 +30,7 @@ OFF_FIELDS = {
     "megatron_config": "Megatron parallel layers",
     "loftq_config": "a LoftQ-quantised backbone",
     "corda_config": "CorDA rewrites the backbone",
+    "astra_config": "Astra rewrites the backbone",
     "lora_ga_config": "LoRA-GA rewrites the backbone",
     "velora_config": "VeLoRA layers",
     "monteclora_config": "MonteCLoRA sampling",
